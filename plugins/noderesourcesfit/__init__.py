@@ -1,0 +1,309 @@
+"""NodeResourcesFit: does the node have room for the pod's requests; how full would it be.
+
+Filter compares the pod's effective requests (containers, sidecars, init peak, overhead)
+with allocatable minus what the node's pods request. Score ranks nodes by the configured
+strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.framework.interface import Handle
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    NodeInfo,
+    PreFilterResult,
+    QueueingHint,
+    StateKey,
+    Status,
+)
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod, Resource
+
+NAME = "NodeResourcesFit"
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+MAX_UTILIZATION = 100
+MAX_CUSTOM_SCORE = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    name: str
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitArgs:
+    strategy: str = LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
+    shape: tuple[tuple[int, int], ...] = ()
+    ignored_resources: frozenset[str] = frozenset()
+    ignored_resource_groups: frozenset[str] = frozenset()
+
+
+def parse_args(args: Mapping[str, Any]) -> FitArgs:
+    """Validate NodeResourcesFitArgs; errors name the field."""
+    unknown = set(args) - {"scoringStrategy", "ignoredResources", "ignoredResourceGroups"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}")
+    strategy = args.get("scoringStrategy") or {}
+    kind = strategy.get("type") or LEAST_ALLOCATED
+    if kind not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
+        raise ValueError(
+            f"scoringStrategy.type: Unsupported value: {kind!r}: supported values: "
+            f'"{LEAST_ALLOCATED}", "{MOST_ALLOCATED}", "{REQUESTED_TO_CAPACITY_RATIO}"'
+        )
+    resources = []
+    for i, item in enumerate(strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})):
+        weight = item.get("weight", 1)
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ValueError(f"scoringStrategy.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]")
+        if not item.get("name"):
+            raise ValueError(f"scoringStrategy.resources[{i}].name: Required value")
+        resources.append(ResourceSpec(item["name"], weight))
+    shape: list[tuple[int, int]] = []
+    if kind == REQUESTED_TO_CAPACITY_RATIO:
+        points = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
+        if not points:
+            raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point")
+        for i, point in enumerate(points):
+            util, score = point.get("utilization", 0), point.get("score", 0)
+            if not 0 <= util <= MAX_UTILIZATION:
+                raise ValueError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: must be in [0, 100]")
+            if not 0 <= score <= MAX_CUSTOM_SCORE:
+                raise ValueError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: must be in [0, 10]")
+            if shape and util <= shape[-1][0]:
+                raise ValueError(
+                    f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: values must be sorted "
+                    "in increasing order"
+                )
+            shape.append((util, score))
+    return FitArgs(
+        strategy=kind,
+        resources=tuple(resources),
+        shape=tuple(shape),
+        ignored_resources=frozenset(args.get("ignoredResources") or ()),
+        ignored_resource_groups=frozenset(args.get("ignoredResourceGroups") or ()),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _PreFilterState:
+    requests: Resource
+
+    def clone(self) -> _PreFilterState:
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    requests: tuple[int, ...]  # per configured resource, non-zero defaults for cpu/memory
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def _is_extended(name: str) -> bool:
+    return "/" in name and not name.startswith("kubernetes.io/")
+
+
+def insufficient_resources(
+    requests: Resource, node_info: NodeInfo, ignored: frozenset[str] = frozenset(), ignored_groups: frozenset[str] = frozenset()
+) -> list[tuple[str, bool]]:
+    """(reason, unresolvable) for every resource the node lacks for these requests."""
+    alloc = node_info.allocatable
+    used = node_info.requested
+    out: list[tuple[str, bool]] = []
+    if len(node_info.pods) + 1 > alloc.allowed_pods:
+        out.append(("Too many pods", False))
+    if requests.is_zero():
+        return out
+    if requests.milli_cpu > 0 and requests.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+        out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
+    if requests.memory > 0 and requests.memory > alloc.memory - used.memory:
+        out.append(("Insufficient memory", requests.memory > alloc.memory))
+    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
+        out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
+    for name, amount in requests.scalar.items():
+        if amount == 0:
+            continue
+        if _is_extended(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
+            continue
+        capacity = alloc.scalar.get(name, 0)
+        if amount > capacity - used.scalar.get(name, 0):
+            out.append((f"Insufficient {name}", amount > capacity))
+    return out
+
+
+def fits(pod: Pod, node: Node) -> bool:
+    """Would the pod fit on this node if it were empty (used by queueing hints)."""
+    info = NodeInfo(node)
+    return not insufficient_resources(pod.requests, info)
+
+
+def _least(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def _most(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+
+
+def broken_linear(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """Piecewise-linear utilisation -> score (score scaled from 0..10 to 0..100)."""
+    scaled = [(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in shape]
+
+    def fn(utilization: int) -> int:
+        for i, (u, s) in enumerate(scaled):
+            if utilization <= u:
+                if i == 0:
+                    return s
+                pu, ps = scaled[i - 1]
+                return ps + (s - ps) * (utilization - pu) // (u - pu)
+        return scaled[-1][1]
+
+    return fn
+
+
+class NodeResourcesFit:
+    name = NAME
+
+    def __init__(self, args: FitArgs) -> None:
+        self.args = args
+        self._weights = [r.weight for r in args.resources]
+        if args.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            ratio = broken_linear(args.shape)
+
+            def per_resource(requested: int, capacity: int) -> int:
+                if capacity == 0 or requested > capacity:
+                    return ratio(MAX_UTILIZATION)
+                return ratio(requested * MAX_UTILIZATION // capacity)
+
+            self._per_resource = per_resource
+        else:
+            self._per_resource = _least if args.strategy == LEAST_ALLOCATED else _most
+
+    # ---- PreFilter / Filter ------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(PRE_FILTER_KEY, _PreFilterState(pod.requests))
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        pre = state.get(PRE_FILTER_KEY)
+        requests = pre.requests if pre is not None else pod.requests
+        missing = insufficient_resources(requests, node_info, self.args.ignored_resources, self.args.ignored_resource_groups)
+        if not missing:
+            return None
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
+        return Status(code, tuple(r for r, _ in missing), plugin=NAME)
+
+    # ---- PreScore / Score --------------------------------------------------------------
+
+    def _pod_request(self, pod: Pod, resource: str) -> int:
+        if resource == CPU:
+            return pod.non_zero_milli_cpu
+        if resource == MEMORY:
+            return pod.non_zero_memory
+        return pod.requests.get(resource)
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        pre = state.get(PRE_SCORE_KEY)
+        requests = pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
+        alloc = node_info.allocatable
+        total = weight_sum = 0
+        for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
+            name = spec.name
+            if name == CPU:
+                capacity, requested = alloc.milli_cpu, node_info.non_zero_milli_cpu + pod_request
+            elif name == MEMORY:
+                capacity, requested = alloc.memory, node_info.non_zero_memory + pod_request
+            else:
+                if pod_request == 0 and name != EPHEMERAL_STORAGE:
+                    continue  # an extended resource the pod does not ask for is not scored
+                capacity, requested = alloc.get(name), node_info.requested.get(name) + pod_request
+            if capacity == 0:
+                continue
+            total += self._per_resource(requested, capacity) * weight
+            weight_sum += weight
+        if weight_sum == 0:
+            return 0, None
+        if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            return round(total / weight_sum), None
+        return total // weight_sum, None
+
+    def score_extensions(self) -> None:
+        return None
+
+    # ---- requeueing --------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE), _pod_freed),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew),
+        ]
+
+
+def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """An assigned pod was deleted (or shrank): room may have opened up."""
+    if new is None:  # deleted
+        return QueueingHint.QUEUE if isinstance(old, Pod) and old.node_name else QueueingHint.SKIP
+    if isinstance(old, Pod) and isinstance(new, Pod):
+        shrank = (
+            new.requests.milli_cpu < old.requests.milli_cpu
+            or new.requests.memory < old.requests.memory
+            or new.terminal
+        )
+        return QueueingHint.QUEUE if shrank else QueueingHint.SKIP
+    return QueueingHint.SKIP
+
+
+def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if not isinstance(new, Node):
+        return QueueingHint.SKIP
+    if old is None:
+        return QueueingHint.QUEUE if fits(pod, new) else QueueingHint.SKIP
+    if not isinstance(old, Node):
+        return QueueingHint.QUEUE
+    a, b = old.allocatable, new.allocatable
+    req = pod.requests
+    grew = (
+        b.allowed_pods > a.allowed_pods
+        or (req.milli_cpu > 0 and b.milli_cpu > a.milli_cpu)
+        or (req.memory > 0 and b.memory > a.memory)
+        or (req.ephemeral_storage > 0 and b.ephemeral_storage > a.ephemeral_storage)
+        or any(amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items())
+    )
+    return QueueingHint.QUEUE if grew and fits(pod, new) else QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeResourcesFit:
+    return NodeResourcesFit(parse_args(args))

@@ -1,0 +1,15 @@
+"""The in-tree registry: every plugin shipped in this package."""
+
+from __future__ import annotations
+
+from plugins import defaultbinder, noderesourcesfit, prioritysort, schedulinggates
+from scheduler.framework.registry import Registry
+
+IN_TREE = (prioritysort, schedulinggates, noderesourcesfit, defaultbinder)
+
+
+def in_tree_registry() -> Registry:
+    registry = Registry()
+    for module in IN_TREE:
+        registry.register_module(module)
+    return registry

@@ -1,0 +1,177 @@
+"""ApiClient over aiohttp with raw JSON (no client model classes on the hot path).
+
+Credentials come from the `kubernetes` package's kubeconfig / in-cluster loaders so that
+every auth form they support works here too; requests reuse one connection pool.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from scheduler.api.client import ApiError
+from scheduler.model.objects import Pod
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to authenticate to it."""
+
+    configuration: Any  # kubernetes.client.Configuration
+
+    @property
+    def host(self) -> str:
+        host: str = self.configuration.host
+        return host.rstrip("/")
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        cfg = self.configuration
+        if not cfg.verify_ssl:
+            return False
+        ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if cfg.ssl_ca_cert else ssl.create_default_context()
+        if cfg.cert_file:
+            ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return ctx
+
+    def auth_header(self) -> str | None:
+        cfg = self.configuration
+        if cfg.refresh_api_key_hook is not None:
+            cfg.refresh_api_key_hook(cfg)
+        value: str | None = cfg.get_api_key_with_prefix("authorization")
+        return value
+
+
+def load_connection(kubeconfig: str | None) -> Connection:
+    """Kubeconfig file when given, otherwise the in-cluster service account."""
+    cfg = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        k8s_config.load_incluster_config(client_configuration=cfg)
+    return Connection(cfg)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class HttpApiClient:
+    """The real ApiClient. One aiohttp session, bounded connection pool."""
+
+    def __init__(self, connection: Connection, component: str, max_connections: int = 64) -> None:
+        self._conn = connection
+        self._component = component
+        self._instance = socket.gethostname()
+        self._session: aiohttp.ClientSession | None = None
+        self._max_connections = max_connections
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(ssl=self._conn.ssl_context(), limit=self._max_connections)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def request(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None, content_type: str = "application/json"
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        auth = self._conn.auth_header()
+        if auth:
+            headers["Authorization"] = auth
+        data = json.dumps(body) if body is not None else None
+        try:
+            async with self._get_session().request(
+                method, self._conn.host + path, data=data, headers=headers
+            ) as resp:
+                text = await resp.text()
+                if resp.status >= 400:
+                    reason, message = "", text
+                    try:
+                        status = json.loads(text)
+                        reason, message = status.get("reason", ""), status.get("message", text)
+                    except ValueError:
+                        pass
+                    raise ApiError(resp.status, message, reason)
+                return json.loads(text) if text else None
+        except aiohttp.ClientError as exc:
+            raise ApiError(0, f"{method} {path}: {exc}") from exc
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
+
+    async def patch_pod_status(
+        self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
+    ) -> None:
+        status: dict[str, Any] = {}
+        if condition is not None:
+            status["conditions"] = [dict(condition)]
+        if nominated_node_name is not None:
+            status["nominatedNodeName"] = nominated_node_name or None
+        if not status:
+            return
+        await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            {"metadata": {"uid": pod.uid}, "status": status},
+            content_type="application/strategic-merge-patch+json",
+        )
+
+    async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
+        now = _now()
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+                "resourceVersion": pod.resource_version,
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self._component},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
+
+    async def delete_pod(self, pod: Pod) -> None:
+        await self.request(
+            "DELETE",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}",
+            {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": pod.uid}},
+        )
+
+    async def evict_pod(self, pod: Pod) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
+        }
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

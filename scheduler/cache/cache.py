@@ -1,0 +1,224 @@
+"""Cache: every node and every pod assigned to one, plus pods assumed by our own cycles.
+
+A pod is assumed on a node when its scheduling cycle picks that node, before the Binding
+is written; the informer's view of the bound pod later confirms it. An assumed pod whose
+binding finished but is never confirmed expires after a TTL; a failed binding forgets it.
+
+Owns cluster state for scheduling; never calls the API, never decides placement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.types import NodeInfo
+from scheduler.model.objects import Node, Pod
+
+
+class CacheError(Exception):
+    """An inconsistency between the informer's view and the cache (a bug or a missed event)."""
+
+
+@dataclass(slots=True)
+class _PodState:
+    pod: Pod
+    assumed: bool = False
+    binding_finished: bool = False
+    deadline: float | None = None
+
+
+class Cache:
+    def __init__(self, assumed_ttl: float = 900.0, clock: Callable[[], float] | None = None) -> None:
+        self._clock = clock or time.monotonic
+        self._ttl = assumed_ttl
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, _PodState] = {}
+        self._generation = itertools.count(1)
+        self._dirty: set[str] = set()
+        self._node_set_changed = True
+        self._image_nodes: dict[str, set[str]] = {}
+        self._images_changed = False
+        self._last_generation = 0
+
+    # ---- bookkeeping -------------------------------------------------------------------
+
+    def _touch(self, name: str, info: NodeInfo) -> None:
+        self._last_generation = info.generation = next(self._generation)
+        self._dirty.add(name)
+
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self._nodes.get(name)
+        if info is None:
+            # A pod may be seen before its node: keep a placeholder without a Node.
+            info = self._nodes[name] = NodeInfo()
+            self._node_set_changed = True
+        return info
+
+    def _add_to_node(self, pod: Pod) -> None:
+        info = self._node_info(pod.node_name)
+        info.add_pod(pod)
+        self._touch(pod.node_name, info)
+
+    def _remove_from_node(self, pod: Pod) -> None:
+        info = self._nodes.get(pod.node_name)
+        if info is None:
+            return
+        info.remove_pod(pod)
+        self._touch(pod.node_name, info)
+        if info.node is None and not info.pods:
+            del self._nodes[pod.node_name]
+            self._node_set_changed = True
+
+    # ---- pods --------------------------------------------------------------------------
+
+    def assume_pod(self, pod: Pod) -> None:
+        """Count `pod` (with node_name set) on its node before the binding is confirmed."""
+        if pod.uid in self._pods:
+            raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache; cannot assume it")
+        self._add_to_node(pod)
+        self._pods[pod.uid] = _PodState(pod, assumed=True)
+
+    def finish_binding(self, pod: Pod) -> None:
+        """The Binding was written; start the assumed pod's expiry clock."""
+        state = self._pods.get(pod.uid)
+        if state is not None and state.assumed:
+            state.binding_finished = True
+            state.deadline = self._clock() + self._ttl
+
+    def forget_pod(self, pod: Pod) -> None:
+        """Undo assume_pod (binding failed or the pod went away)."""
+        state = self._pods.get(pod.uid)
+        if state is None:
+            return
+        if not state.assumed:
+            raise CacheError(f"pod {pod.key} was confirmed by the informer; it cannot be forgotten")
+        self._remove_from_node(state.pod)
+        del self._pods[pod.uid]
+
+    def is_assumed(self, uid: str) -> bool:
+        state = self._pods.get(uid)
+        return state is not None and state.assumed
+
+    def add_pod(self, pod: Pod) -> None:
+        """The informer saw a pod assigned to a node (confirms an assumed one)."""
+        state = self._pods.get(pod.uid)
+        if state is not None:
+            if state.pod.node_name != pod.node_name or state.assumed:
+                # Confirmation (possibly onto another node than we assumed): replace.
+                self._remove_from_node(state.pod)
+                self._add_to_node(pod)
+            state.pod = pod
+            state.assumed = False
+            state.deadline = None
+            return
+        self._add_to_node(pod)
+        self._pods[pod.uid] = _PodState(pod)
+
+    def update_pod(self, pod: Pod) -> None:
+        state = self._pods.get(pod.uid)
+        if state is None or state.assumed:
+            self.add_pod(pod)
+            return
+        self._remove_from_node(state.pod)
+        self._add_to_node(pod)
+        state.pod = pod
+
+    def remove_pod(self, uid: str) -> None:
+        state = self._pods.pop(uid, None)
+        if state is not None:
+            self._remove_from_node(state.pod)
+
+    def get_pod(self, uid: str) -> Pod | None:
+        state = self._pods.get(uid)
+        return state.pod if state else None
+
+    def cleanup_expired_assumed_pods(self) -> list[Pod]:
+        """Drop assumed pods whose binding finished long ago and was never confirmed."""
+        now = self._clock()
+        expired = [
+            s.pod
+            for s in self._pods.values()
+            if s.assumed and s.binding_finished and s.deadline is not None and now >= s.deadline
+        ]
+        for pod in expired:
+            self.remove_pod(pod.uid)
+        return expired
+
+    # ---- nodes -------------------------------------------------------------------------
+
+    def add_or_update_node(self, node: Node) -> None:
+        info = self._node_info(node.name)
+        old = info.node
+        if old is None:
+            self._node_set_changed = True
+        if old is None or old.images.keys() != node.images.keys():
+            self._set_images(node.name, old.images.keys() if old else (), node.images.keys())
+        info.node = node
+        self._touch(node.name, info)
+
+    def remove_node(self, name: str) -> None:
+        info = self._nodes.get(name)
+        if info is None:
+            return
+        if info.node is not None:
+            self._set_images(name, info.node.images.keys(), ())
+        self._node_set_changed = True
+        if info.pods:
+            info.node = None  # pods still point at it; keep until they go
+            self._touch(name, info)
+        else:
+            del self._nodes[name]
+            self._dirty.add(name)
+
+    def _set_images(self, node: str, old: Iterable[str], new: Iterable[str]) -> None:
+        for image in old:
+            holders = self._image_nodes.get(image)
+            if holders is not None:
+                holders.discard(node)
+                if not holders:
+                    del self._image_nodes[image]
+        for image in new:
+            self._image_nodes.setdefault(image, set()).add(node)
+        self._images_changed = True
+
+    def node_names(self) -> list[str]:
+        return [name for name, info in self._nodes.items() if info.node is not None]
+
+    def node_count(self) -> int:
+        return sum(1 for info in self._nodes.values() if info.node is not None)
+
+    def get_node_info(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    # ---- snapshot ----------------------------------------------------------------------
+
+    def update_snapshot(self, snapshot: Snapshot) -> int:
+        """Bring `snapshot` up to date, copying only changed nodes. Returns how many were copied."""
+        copied = 0
+        for name in self._dirty:
+            info = self._nodes.get(name)
+            if info is None:
+                snapshot.node_info_map.pop(name, None)
+                continue
+            current = snapshot.node_info_map.get(name)
+            if current is None or current.generation != info.generation:
+                snapshot.node_info_map[name] = info.clone()
+                copied += 1
+        if self._dirty:
+            if self._node_set_changed:
+                snapshot.node_info_list = [
+                    snapshot.node_info_map[n] for n, i in self._nodes.items() if i.node is not None
+                ]
+            else:
+                snapshot.node_info_list = [snapshot.node_info_map[i.name] for i in snapshot.node_info_list]
+            snapshot.generation = self._last_generation
+        if self._images_changed:
+            snapshot.image_num_nodes = {image: len(nodes) for image, nodes in self._image_nodes.items()}
+            self._images_changed = False
+        self._dirty.clear()
+        self._node_set_changed = False
+        return copied

@@ -1,0 +1,250 @@
+"""KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): loading, defaulting, validation.
+
+Produces plain config objects; building frameworks from them happens in scheduler.profile.
+Every error names the field (e.g. `profiles[0].plugins.filter.enabled[1].name`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME = "secondary-scheduler"
+
+EXTENSION_POINTS = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+)
+
+# kube-scheduler 1.34's default profile, in its multiPoint order, with score weights.
+# Plugins not (yet) in the registry are left out of the default profile by the builder.
+DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
+    ("SchedulingGates", 0),
+    ("PrioritySort", 0),
+    ("NodeUnschedulable", 0),
+    ("NodeName", 0),
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodePorts", 0),
+    ("NodeResourcesFit", 1),
+    ("VolumeRestrictions", 0),
+    ("NodeVolumeLimits", 0),
+    ("VolumeBinding", 0),
+    ("VolumeZone", 0),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("DefaultPreemption", 0),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+    ("DefaultBinder", 0),
+)
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message starts with the offending field's path."""
+
+
+@dataclass(frozen=True)
+class PluginRef:
+    name: str
+    weight: int = 0
+
+
+@dataclass(frozen=True)
+class PluginSet:
+    enabled: tuple[PluginRef, ...] = ()
+    disabled: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    scheduler_name: str
+    # extension point (or "multiPoint") -> set; not yet merged with the defaults
+    plugins: Mapping[str, PluginSet]
+    plugin_args: Mapping[str, Mapping[str, Any]]
+    percentage_of_nodes_to_score: int | None = None
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    profiles: tuple[ProfileConfig, ...]
+    percentage_of_nodes_to_score: int | None = None
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    parallelism: int = 16
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def profile(self, name: str) -> ProfileConfig:
+        for p in self.profiles:
+            if p.scheduler_name == name:
+                return p
+        raise KeyError(name)
+
+
+def default_config(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    return SchedulerConfig(profiles=(ProfileConfig(scheduler_name, {}, {}),))
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], path: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(f"{path}: Invalid value: {value!r}: must be {names}")
+    return value
+
+
+def _int(value: Any, path: str, low: int, high: int | None = None) -> int:
+    _expect(value, int, path)
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"{path}: Invalid value: {value}: must be in {bound}")
+    result: int = value
+    return result
+
+
+def _plugin_set(raw: Any, path: str) -> PluginSet:
+    raw = _expect(raw or {}, dict, path)
+    unknown = set(raw) - {"enabled", "disabled"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown field(s) {sorted(unknown)}")
+    enabled = []
+    for i, item in enumerate(_expect(raw.get("enabled") or [], list, f"{path}.enabled")):
+        item = _expect(item, dict, f"{path}.enabled[{i}]")
+        name = item.get("name")
+        if not name or not isinstance(name, str):
+            raise ConfigError(f"{path}.enabled[{i}].name: Required value")
+        weight = _int(item.get("weight", 0), f"{path}.enabled[{i}].weight", 0, 100)
+        enabled.append(PluginRef(name, weight))
+    disabled = []
+    for i, item in enumerate(_expect(raw.get("disabled") or [], list, f"{path}.disabled")):
+        item = _expect(item, dict, f"{path}.disabled[{i}]")
+        name = item.get("name")
+        if not name or not isinstance(name, str):
+            raise ConfigError(f"{path}.disabled[{i}].name: Required value")
+        disabled.append(name)
+    return PluginSet(tuple(enabled), tuple(disabled))
+
+
+def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    """Validate and default a decoded KubeSchedulerConfiguration document."""
+    raw = _expect(raw, dict, "<root>")
+    if raw.get("apiVersion") != API_VERSION:
+        raise ConfigError(f"apiVersion: Unsupported value: {raw.get('apiVersion')!r}: supported values: {API_VERSION!r}")
+    if raw.get("kind") != KIND:
+        raise ConfigError(f"kind: Unsupported value: {raw.get('kind')!r}: supported values: {KIND!r}")
+    known = {
+        "apiVersion",
+        "kind",
+        "profiles",
+        "percentageOfNodesToScore",
+        "podInitialBackoffSeconds",
+        "podMaxBackoffSeconds",
+        "parallelism",
+        "leaderElection",
+        "clientConnection",
+        "extenders",
+        "delayCacheUntilActive",
+    }
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"{sorted(unknown)[0]}: unknown field")
+    pct = raw.get("percentageOfNodesToScore")
+    if pct is not None:
+        pct = _int(pct, "percentageOfNodesToScore", 0, 100)
+    initial = _int(raw.get("podInitialBackoffSeconds", 1), "podInitialBackoffSeconds", 1)
+    maximum = _int(raw.get("podMaxBackoffSeconds", 10), "podMaxBackoffSeconds", 1)
+    if maximum < initial:
+        raise ConfigError(
+            f"podMaxBackoffSeconds: Invalid value: {maximum}: must be greater than or equal to "
+            f"podInitialBackoffSeconds ({initial})"
+        )
+    parallelism = _int(raw.get("parallelism", 16), "parallelism", 1)
+    if raw.get("extenders"):
+        raise ConfigError("extenders: Unsupported value: scheduler extenders are not supported")
+    profiles_raw = raw.get("profiles") or [{"schedulerName": default_scheduler_name}]
+    profiles = []
+    seen: set[str] = set()
+    for i, prof in enumerate(_expect(profiles_raw, list, "profiles")):
+        path = f"profiles[{i}]"
+        prof = _expect(prof, dict, path)
+        unknown = set(prof) - {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"}
+        if unknown:
+            raise ConfigError(f"{path}.{sorted(unknown)[0]}: unknown field")
+        name = prof.get("schedulerName") or (default_scheduler_name if i == 0 else None)
+        if not name:
+            raise ConfigError(f"{path}.schedulerName: Required value")
+        if name in seen:
+            raise ConfigError(f"{path}.schedulerName: Duplicate value: {name!r}")
+        seen.add(name)
+        plugins_raw = _expect(prof.get("plugins") or {}, dict, f"{path}.plugins")
+        plugins: dict[str, PluginSet] = {}
+        for point, value in plugins_raw.items():
+            if point != "multiPoint" and point not in EXTENSION_POINTS:
+                raise ConfigError(f"{path}.plugins.{point}: unknown extension point")
+            plugins[point] = _plugin_set(value, f"{path}.plugins.{point}")
+        args: dict[str, Mapping[str, Any]] = {}
+        for j, entry in enumerate(_expect(prof.get("pluginConfig") or [], list, f"{path}.pluginConfig")):
+            entry = _expect(entry, dict, f"{path}.pluginConfig[{j}]")
+            pname = entry.get("name")
+            if not pname:
+                raise ConfigError(f"{path}.pluginConfig[{j}].name: Required value")
+            if pname in args:
+                raise ConfigError(f"{path}.pluginConfig[{j}]: Duplicate value: {pname!r}")
+            args[pname] = _expect(entry.get("args") or {}, dict, f"{path}.pluginConfig[{j}].args")
+        ppct = prof.get("percentageOfNodesToScore")
+        if ppct is not None:
+            ppct = _int(ppct, f"{path}.percentageOfNodesToScore", 0, 100)
+        profiles.append(ProfileConfig(name, plugins, args, ppct))
+    return SchedulerConfig(
+        profiles=tuple(profiles),
+        percentage_of_nodes_to_score=pct,
+        pod_initial_backoff_seconds=float(initial),
+        pod_max_backoff_seconds=float(maximum),
+        parallelism=parallelism,
+    )
+
+
+def load_config(path: str | Path, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    try:
+        return parse_config(raw, default_scheduler_name)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def merge_plugin_set(defaults: Sequence[PluginRef], custom: PluginSet) -> list[PluginRef]:
+    """kube-scheduler's merge: defaults minus disabled ("*" = all), re-configured in place, then custom."""
+    disabled = set(custom.disabled)
+    custom_by_name = {p.name: p for p in custom.enabled}
+    replaced: set[str] = set()
+    merged: list[PluginRef] = []
+    if "*" not in disabled:
+        for ref in defaults:
+            if ref.name in disabled:
+                continue
+            if ref.name in custom_by_name:
+                ref = custom_by_name[ref.name]
+                replaced.add(ref.name)
+            merged.append(ref)
+    merged.extend(p for p in custom.enabled if p.name not in replaced)
+    return merged

@@ -1,0 +1,128 @@
+"""Extension points as Protocols. A plugin implements any subset; mypy checks conformance.
+
+Plugins are pure functions of (pod, node info, cycle state) plus the handle's listers.
+They never mutate a NodeInfo and never call the API except through the handle in
+PostFilter/PreBind/Bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from scheduler.framework.types import (
+    ClusterEventWithHint,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+    QueuedPodInfo,
+    Status,
+)
+from scheduler.model.objects import Pod
+
+if TYPE_CHECKING:
+    from scheduler.api.client import ApiClient
+
+
+class SnapshotLister(Protocol):
+    def list(self) -> Sequence[NodeInfo]: ...
+    def get(self, node_name: str) -> NodeInfo | None: ...
+
+
+class Handle(Protocol):
+    """What a plugin may reach besides its arguments."""
+
+    @property
+    def snapshot(self) -> SnapshotLister: ...
+    @property
+    def client(self) -> ApiClient: ...
+    def allow_waiting_pod(self, uid: str, plugin: str) -> None: ...
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> None: ...
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    name: str
+
+
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: Pod) -> Status | None: ...
+
+
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]: ...
+
+
+class PreFilterExtensions(Protocol):
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None: ...
+    def remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]: ...
+    def pre_filter_extensions(self) -> PreFilterExtensions | None: ...
+
+
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+
+
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(
+        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        """Returns the nominated node name (or None) and a status."""
+        ...
+
+
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None: ...
+
+
+class ScoreExtensions(Protocol):
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None: ...
+
+
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
+    def score_extensions(self) -> ScoreExtensions | None: ...
+
+
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Must be idempotent: it may run for a pod whose reserve never ran or failed."""
+        ...
+
+
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        """Returns a status (Wait to hold the pod) and, for Wait, the timeout in seconds."""
+        ...
+
+
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """A Skip status passes the pod to the next bind plugin."""
+        ...
+
+
+class PostBindPlugin(Plugin, Protocol):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+class PluginFactory(Protocol):
+    def __call__(self, args: Mapping[str, Any], handle: Handle) -> Plugin: ...

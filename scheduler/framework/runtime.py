@@ -1,0 +1,481 @@
+"""Framework runtime: runs one profile's plugins at each extension point, as kube-scheduler does.
+
+Status propagation, Skip handling, score normalisation/validation and weights, Unreserve in
+reverse order, Permit waiting, Bind chaining. Knows plugins only through the Protocols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from scheduler import metrics
+from scheduler.framework.interface import (
+    BindPlugin,
+    FilterPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    SnapshotLister,
+)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+    QueuedPodInfo,
+    Status,
+)
+from scheduler.model.objects import Pod
+
+if TYPE_CHECKING:
+    from scheduler.api.client import ApiClient
+
+EXTENSION_POINTS = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+)
+
+# The method each extension point needs; a plugin enabled at a point it lacks is a config error.
+POINT_METHODS = {
+    "preEnqueue": "pre_enqueue",
+    "queueSort": "less",
+    "preFilter": "pre_filter",
+    "filter": "filter",
+    "postFilter": "post_filter",
+    "preScore": "pre_score",
+    "score": "score",
+    "reserve": "reserve",
+    "permit": "permit",
+    "preBind": "pre_bind",
+    "bind": "bind",
+    "postBind": "post_bind",
+}
+
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+
+class FrameworkError(Exception):
+    """A plugin misbehaved (score out of range, bad status); names the plugin."""
+
+
+@dataclass
+class WaitingPod:
+    """A pod held at Permit until every waiting plugin allows it, one rejects it, or time runs out."""
+
+    pod: Pod
+    pending: dict[str, float]  # plugin -> timeout seconds
+    future: asyncio.Future[Status | None] = field(init=False)
+    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.future = asyncio.get_running_loop().create_future()
+
+    def allow(self, plugin: str) -> None:
+        self.pending.pop(plugin, None)
+        if not self.pending and not self.future.done():
+            self._finish(None)
+
+    def reject(self, plugin: str, message: str) -> None:
+        if not self.future.done():
+            self._finish(Status.unschedulable(message, plugin=plugin))
+
+    def _finish(self, status: Status | None) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        self.future.set_result(status)
+
+
+class FrameworkHandle:
+    """What plugins get: listers over the current snapshot, the api client, waiting pods."""
+
+    def __init__(self, client: ApiClient, snapshot: SnapshotLister) -> None:
+        self._client = client
+        self._snapshot = snapshot
+        self.waiting_pods: dict[str, WaitingPod] = {}
+        self.activate: Callable[[Sequence[str]], None] = lambda uids: None
+
+    @property
+    def snapshot(self) -> SnapshotLister:
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, value: SnapshotLister) -> None:
+        self._snapshot = value
+
+    @property
+    def client(self) -> ApiClient:
+        return self._client
+
+    def allow_waiting_pod(self, uid: str, plugin: str) -> None:
+        waiting = self.waiting_pods.get(uid)
+        if waiting is not None:
+            waiting.allow(plugin)
+
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> None:
+        waiting = self.waiting_pods.get(uid)
+        if waiting is not None:
+            waiting.reject(plugin, message)
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting_pods.get(uid)
+
+
+def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
+    code = "Success" if status is None else status.code.name.title()
+    metrics.framework_extension_point_duration.labels(point, code, profile).observe(time.perf_counter() - started)
+
+
+class Framework:
+    """One profile: its plugins per extension point, weights and the handle they share."""
+
+    def __init__(
+        self,
+        profile_name: str,
+        plugins: Mapping[str, Sequence[Plugin]],
+        score_weights: Mapping[str, int],
+        handle: FrameworkHandle,
+        percentage_of_nodes_to_score: int | None = None,
+        events: Mapping[str, Sequence[ClusterEventWithHint]] | None = None,
+    ) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        get = plugins.get
+        self.pre_enqueue_plugins = cast(list[PreEnqueuePlugin], list(get("preEnqueue", ())))
+        sorters = cast(list[QueueSortPlugin], list(get("queueSort", ())))
+        if len(sorters) != 1:
+            raise FrameworkError(f"profile {profile_name!r}: exactly one queueSort plugin must be enabled")
+        self.queue_sort = sorters[0]
+        self.pre_filter_plugins = cast(list[PreFilterPlugin], list(get("preFilter", ())))
+        self.filter_plugins = cast(list[FilterPlugin], list(get("filter", ())))
+        self.post_filter_plugins = cast(list[PostFilterPlugin], list(get("postFilter", ())))
+        self.pre_score_plugins = cast(list[PreScorePlugin], list(get("preScore", ())))
+        self.score_plugins = cast(list[ScorePlugin], list(get("score", ())))
+        self.reserve_plugins = cast(list[ReservePlugin], list(get("reserve", ())))
+        self.permit_plugins = cast(list[PermitPlugin], list(get("permit", ())))
+        self.pre_bind_plugins = cast(list[PreBindPlugin], list(get("preBind", ())))
+        self.bind_plugins = cast(list[BindPlugin], list(get("bind", ())))
+        self.post_bind_plugins = cast(list[PostBindPlugin], list(get("postBind", ())))
+        if not self.bind_plugins:
+            raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
+        self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
+        self.events = dict(events or {})
+
+    # ---- queue ---------------------------------------------------------------------------
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.queue_sort.less(a, b)
+
+    def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        for plugin in self.pre_enqueue_plugins:
+            status = plugin.pre_enqueue(pod)
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
+
+    # ---- filtering -----------------------------------------------------------------------
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """Returns the merged node restriction, the first failure, and the plugins that rejected."""
+        started = time.perf_counter()
+        result: PreFilterResult | None = None
+        rejecting: list[str] = []
+        status: Status | None = None
+        for plugin in self.pre_filter_plugins:
+            try:
+                plugin_result, plugin_status = plugin.pre_filter(state, pod, nodes)
+            except Exception as exc:
+                status = Status.as_error(exc, plugin.name)
+                break
+            if plugin_status is not None and plugin_status.code == Code.SKIP:
+                state.skip_filter_plugins.add(plugin.name)
+                continue
+            if plugin_status is not None and plugin_status.code != Code.SUCCESS:
+                status = plugin_status.with_plugin(plugin.name)
+                if status.is_rejection:
+                    rejecting.append(plugin.name)
+                break
+            if plugin_result is not None and plugin_result.node_names is not None:
+                result = plugin_result if result is None else result.merge(plugin_result)
+                rejecting.append(plugin.name)
+                if not result.node_names:
+                    status = Status.unresolvable(
+                        f"node(s) didn't satisfy plugin(s) {sorted(rejecting)} simultaneously"
+                    )
+                    break
+        _timed("PreFilter", self.profile_name, started, status)
+        if status is None:
+            rejecting = []
+        return result, status, set(rejecting)
+
+    def run_pre_filter_add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
+        for plugin in self.pre_filter_plugins:
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            ext = plugin.pre_filter_extensions()
+            if ext is None:
+                continue
+            status = ext.add_pod(state, pod, pod_to_add, node_info)
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_pre_filter_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        for plugin in self.pre_filter_plugins:
+            if plugin.name in state.skip_filter_plugins:
+                continue
+            ext = plugin.pre_filter_extensions()
+            if ext is None:
+                continue
+            status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """The first non-success Filter status on this node (with its plugin), or None."""
+        skip = state.skip_filter_plugins
+        for plugin in self.filter_plugins:
+            if skip and plugin.name in skip:
+                continue
+            try:
+                status = plugin.filter(state, pod, node_info)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is not None and status.code != Code.SUCCESS:
+                if not status.is_rejection and status.code != Code.ERROR:
+                    return Status.as_error(
+                        FrameworkError(f"filter plugin {plugin.name} returned unsupported code {status.code.name}"),
+                        plugin.name,
+                    )
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
+    ) -> tuple[str | None, Status | None]:
+        """Stops at the first plugin that makes the pod schedulable (e.g. preemption nominates a node)."""
+        started = time.perf_counter()
+        messages: list[str] = []
+        final: Status | None = Status.unschedulable()
+        for plugin in self.post_filter_plugins:
+            try:
+                nominated, status = plugin.post_filter(state, pod, node_to_status)
+            except Exception as exc:
+                final = Status.as_error(exc, plugin.name)
+                break
+            if status is None or status.code == Code.SUCCESS:
+                _timed("PostFilter", self.profile_name, started, None)
+                return nominated, status
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE or status.code == Code.ERROR:
+                final = status.with_plugin(plugin.name)
+                messages.extend(status.reasons)
+                break
+            messages.extend(status.reasons)
+            final = status.with_plugin(plugin.name)
+        _timed("PostFilter", self.profile_name, started, final)
+        if final is not None and messages:
+            final = Status(final.code, tuple(messages), final.error, final.plugin)
+        return None, final
+
+    # ---- scoring -------------------------------------------------------------------------
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        started = time.perf_counter()
+        result: Status | None = None
+        for plugin in self.pre_score_plugins:
+            try:
+                status = plugin.pre_score(state, pod, nodes)
+            except Exception as exc:
+                result = Status.as_error(exc, plugin.name)
+                break
+            if status is not None and status.code == Code.SKIP:
+                state.skip_score_plugins.add(plugin.name)
+                continue
+            if status is not None and status.code != Code.SUCCESS:
+                result = Status.as_error(
+                    FrameworkError(f"running PreScore plugin {plugin.name}: {status.message}"), plugin.name
+                )
+                break
+        _timed("PreScore", self.profile_name, started, result)
+        return result
+
+    def run_score(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[NodeScore], dict[str, list[NodeScore]], Status | None]:
+        """Weighted totals per node, plus each plugin's normalised (unweighted) scores."""
+        started = time.perf_counter()
+        per_plugin: dict[str, list[NodeScore]] = {}
+        totals = [NodeScore(n.name, 0) for n in nodes]
+        skip = state.skip_score_plugins
+        for plugin in self.score_plugins:
+            if plugin.name in skip:
+                continue
+            scores: list[NodeScore] = []
+            try:
+                for info in nodes:
+                    value, status = plugin.score(state, pod, info)
+                    if status is not None and status.code != Code.SUCCESS:
+                        return [], {}, Status.as_error(
+                            FrameworkError(f"running Score plugin {plugin.name}: {status.message}"), plugin.name
+                        )
+                    scores.append(NodeScore(info.name, value))
+                ext = plugin.score_extensions()
+                if ext is not None:
+                    status = ext.normalize_score(state, pod, scores)
+                    if status is not None and status.code != Code.SUCCESS:
+                        return [], {}, Status.as_error(
+                            FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}"),
+                            plugin.name,
+                        )
+            except Exception as exc:
+                return [], {}, Status.as_error(exc, plugin.name)
+            weight = self.score_weights[plugin.name]
+            for i, node_score in enumerate(scores):
+                if not MIN_NODE_SCORE <= node_score.score <= MAX_NODE_SCORE:
+                    error = FrameworkError(
+                        f"plugin {plugin.name!r} returns an invalid score {node_score.score} for node "
+                        f"{node_score.name!r}, it should be in the range [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                        "after normalizing"
+                    )
+                    return [], {}, Status.as_error(error, plugin.name)
+                totals[i].score += node_score.score * weight
+            per_plugin[plugin.name] = scores
+        _timed("Score", self.profile_name, started, None)
+        return totals, per_plugin, None
+
+    # ---- reserve / permit ----------------------------------------------------------------
+
+    def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for plugin in self.reserve_plugins:
+            try:
+                status = plugin.reserve(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for plugin in reversed(self.reserve_plugins):
+            plugin.unreserve(state, pod, node_name)
+
+    def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
+        pending: dict[str, float] = {}
+        for plugin in self.permit_plugins:
+            try:
+                status, timeout = plugin.permit(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is None or status.code == Code.SUCCESS:
+                continue
+            if status.code == Code.WAIT:
+                pending[plugin.name] = min(timeout, MAX_PERMIT_TIMEOUT)
+                continue
+            if status.is_rejection:
+                return status.with_plugin(plugin.name)
+            return Status.as_error(
+                status.error or FrameworkError(f"running Permit plugin {plugin.name}: {status.message}"), plugin.name
+            )
+        if pending:
+            waiting = WaitingPod(pod, pending)
+            loop = asyncio.get_running_loop()
+            for name, timeout in pending.items():
+                waiting.timers.append(
+                    loop.call_later(
+                        timeout,
+                        waiting.reject,
+                        name,
+                        f"rejected due to timeout after waiting {timeout:g}s at plugin {name}",
+                    )
+                )
+            self.handle.waiting_pods[pod.uid] = waiting
+            return Status(Code.WAIT, ("one or more plugins asked to wait",))
+        return None
+
+    async def wait_on_permit(self, pod: Pod) -> Status | None:
+        waiting = self.handle.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return None
+        try:
+            return await waiting.future
+        finally:
+            self.handle.waiting_pods.pop(pod.uid, None)
+
+    # ---- binding -------------------------------------------------------------------------
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for plugin in self.pre_bind_plugins:
+            try:
+                status = await plugin.pre_bind(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is not None and status.code not in (Code.SUCCESS, Code.SKIP):
+                return status.with_plugin(plugin.name)
+        return None
+
+    async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        for plugin in self.bind_plugins:
+            try:
+                status = await plugin.bind(state, pod, node_name)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is not None and status.code == Code.SKIP:
+                continue
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+            return None
+        return Status(Code.SKIP, ("all bind plugins skipped the pod",))
+
+    def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        for plugin in self.post_bind_plugins:
+            plugin.post_bind(state, pod, node_name)
+
+    def plugin_names(self) -> dict[str, list[str]]:
+        """For logs and `explain`: enabled plugins per extension point."""
+        points: dict[str, Any] = {
+            "preEnqueue": self.pre_enqueue_plugins,
+            "queueSort": [self.queue_sort],
+            "preFilter": self.pre_filter_plugins,
+            "filter": self.filter_plugins,
+            "postFilter": self.post_filter_plugins,
+            "preScore": self.pre_score_plugins,
+            "score": self.score_plugins,
+            "reserve": self.reserve_plugins,
+            "permit": self.permit_plugins,
+            "preBind": self.pre_bind_plugins,
+            "bind": self.bind_plugins,
+            "postBind": self.post_bind_plugins,
+        }
+        return {point: [p.name for p in plugins] for point, plugins in points.items()}

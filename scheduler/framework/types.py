@@ -1,0 +1,303 @@
+"""Core framework types: Code, Status, CycleState, NodeInfo, ClusterEvent.
+
+A Status of None means success everywhere. NodeInfo is owned by the cache; plugins must
+never mutate one (preemption's what-ifs work on clones).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from scheduler.model.objects import Node, Pod, Resource
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Result of running a plugin; None stands for Success."""
+
+    code: Code
+    reasons: tuple[str, ...] = ()
+    error: BaseException | None = None
+    plugin: str = ""
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE, reasons, plugin=plugin)
+
+    @classmethod
+    def unresolvable(cls, *reasons: str, plugin: str = "") -> Status:
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin=plugin)
+
+    @classmethod
+    def as_error(cls, error: BaseException, plugin: str = "") -> Status:
+        return cls(Code.ERROR, (str(error),), error=error, plugin=plugin)
+
+    @property
+    def is_rejection(self) -> bool:
+        """Unschedulable or UnschedulableAndUnresolvable."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin else Status(self.code, self.reasons, self.error, plugin)
+
+
+def is_success(status: Status | None) -> bool:
+    return status is None or status.code == Code.SUCCESS
+
+
+class StateData(Protocol):
+    """Anything stored in CycleState can copy itself for preemption's what-if runs."""
+
+    def clone(self) -> StateData: ...
+
+
+T = TypeVar("T", bound=StateData)
+
+
+class StateKey(Generic[T]):
+    """A typed key into CycleState (one per plugin datum)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.name!r})"
+
+
+class CycleState:
+    """Per scheduling cycle scratch space shared by the plugins of one pod's cycle."""
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter_plugins: set[str] = set()
+        self.skip_score_plugins: set[str] = set()
+
+    def write(self, key: StateKey[T], value: T) -> None:
+        self._data[key.name] = value
+
+    def read(self, key: StateKey[T]) -> T:
+        try:
+            value: T = self._data[key.name]
+        except KeyError:
+            raise KeyError(f"{key.name} not found in cycle state") from None
+        return value
+
+    def get(self, key: StateKey[T]) -> T | None:
+        value: T | None = self._data.get(key.name)
+        return value
+
+    def delete(self, key: StateKey[Any]) -> None:
+        self._data.pop(key.name, None)
+
+    def clone(self) -> CycleState:
+        copy = CycleState()
+        copy._data = {k: v.clone() for k, v in self._data.items()}
+        copy.skip_filter_plugins = set(self.skip_filter_plugins)
+        copy.skip_score_plugins = set(self.skip_score_plugins)
+        return copy
+
+
+class NodeInfo:
+    """A node plus the pods on it and their summed requests. Cache-owned; clone before changing."""
+
+    __slots__ = (
+        "generation",
+        "node",
+        "non_zero_milli_cpu",
+        "non_zero_memory",
+        "pods",
+        "requested",
+    )
+
+    def __init__(self, node: Node | None = None) -> None:
+        self.node = node
+        self.pods: dict[str, Pod] = {}
+        self.requested = Resource()
+        self.non_zero_milli_cpu = 0
+        self.non_zero_memory = 0
+        self.generation = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name if self.node else ""
+
+    @property
+    def allocatable(self) -> Resource:
+        return self.node.allocatable if self.node else Resource()
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods[pod.uid] = pod
+        self.requested.add(pod.requests)
+        self.non_zero_milli_cpu += pod.non_zero_milli_cpu
+        self.non_zero_memory += pod.non_zero_memory
+
+    def remove_pod(self, pod: Pod) -> bool:
+        old = self.pods.pop(pod.uid, None)
+        if old is None:
+            return False
+        self.requested.sub(old.requests)
+        self.non_zero_milli_cpu -= old.non_zero_milli_cpu
+        self.non_zero_memory -= old.non_zero_memory
+        return True
+
+    def clone(self) -> NodeInfo:
+        copy = NodeInfo(self.node)
+        copy.pods = dict(self.pods)
+        copy.requested = self.requested.copy()
+        copy.non_zero_milli_cpu = self.non_zero_milli_cpu
+        copy.non_zero_memory = self.non_zero_memory
+        copy.generation = self.generation
+        return copy
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name!r}, pods={len(self.pods)}, generation={self.generation})"
+
+
+class EventResource(enum.StrEnum):
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    WILDCARD = "*"
+
+
+class ActionType(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE = 4
+    ALL = ADD | DELETE | UPDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: EventResource
+    action: ActionType
+    label: str = ""
+
+    def matches(self, other: ClusterEvent) -> bool:
+        """Whether this registered event covers the incoming event `other`."""
+        if self.resource == EventResource.WILDCARD:
+            return True
+        resource_ok = self.resource == other.resource or (
+            self.resource == EventResource.POD
+            and other.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+        )
+        return resource_ok and bool(self.action & other.action)
+
+
+class QueueingHint(enum.Enum):
+    QUEUE = "Queue"
+    SKIP = "QueueSkip"
+
+
+# hint(pod, old_object, new_object) -> QUEUE or SKIP; objects are model structs or None.
+QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """Restricts filtering to a set of node names (None means all nodes)."""
+
+    node_names: set[str] | None = None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.node_names is None:
+            return self
+        if self.node_names is None:
+            return PreFilterResult(set(other.node_names))
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod fit nowhere: per-node statuses and the plugins that rejected it."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    # Status of every node not listed in node_to_status (PreFilter rejected them all at once).
+    absent_status: Status | None = None
+
+    def status_of(self, node_name: str) -> Status | None:
+        return self.node_to_status.get(node_name, self.absent_status)
+
+
+class FitError(Exception):
+    """The pod fits on no node; str() is kube-scheduler's FailedScheduling message."""
+
+    def __init__(self, pod: Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        counts: dict[str, int] = {}
+        for status in self.diagnosis.node_to_status.values():
+            for reason in status.reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+        message = f"0/{self.num_all_nodes} nodes are available:"
+        if self.diagnosis.pre_filter_msg:
+            message += f" {self.diagnosis.pre_filter_msg}."
+        if counts:
+            message += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
+        if self.diagnosis.post_filter_msg:
+            message += f" {self.diagnosis.post_filter_msg}."
+        return message
+
+
+def iter_reasons(statuses: Iterable[Status]) -> Iterable[str]:
+    for status in statuses:
+        yield from status.reasons
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A pod in the scheduling queue plus its scheduling history."""
+
+    pod: Pod
+    timestamp: float  # when it was last added to a queue
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gated: bool = False
+    gating_plugin: str = ""

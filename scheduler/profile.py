@@ -1,0 +1,120 @@
+"""Build one Framework per configured profile from the registry (kube-scheduler's profile.NewMap)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.config import (
+    DEFAULT_MULTI_POINT,
+    EXTENSION_POINTS,
+    ConfigError,
+    PluginRef,
+    PluginSet,
+    ProfileConfig,
+    SchedulerConfig,
+    merge_plugin_set,
+)
+from scheduler.framework.interface import Plugin
+from scheduler.framework.registry import Registry, RegistryError
+from scheduler.framework.runtime import POINT_METHODS, Framework, FrameworkError, FrameworkHandle
+from scheduler.framework.types import ClusterEventWithHint
+
+
+def _implements(plugin: Plugin, point: str) -> bool:
+    return callable(getattr(plugin, POINT_METHODS[point], None))
+
+
+def build_framework(
+    index: int, profile: ProfileConfig, registry: Registry, handle: FrameworkHandle, default_pct: int | None
+) -> Framework:
+    where = f"profiles[{index}]"
+    for name in profile.plugin_args:
+        if name not in registry:
+            raise ConfigError(
+                f"{where}.pluginConfig[{name}]: unknown plugin {name!r}; known plugins: {', '.join(sorted(registry))}"
+            )
+    instances: dict[str, Plugin] = {}
+
+    def instance(name: str, path: str) -> Plugin:
+        if name not in registry:
+            raise ConfigError(f"{path}: unknown plugin {name!r}; known plugins: {', '.join(sorted(registry))}")
+        if name not in instances:
+            try:
+                instances[name] = registry.create(name, profile.plugin_args.get(name, {}), handle)
+            except RegistryError as exc:
+                raise ConfigError(f"{path}: {exc}") from exc
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ConfigError(f"{where}.pluginConfig[{name}].args: {exc}") from exc
+        return instances[name]
+
+    defaults = [PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT if name in registry]
+    custom_multi = profile.plugins.get("multiPoint", PluginSet())
+    multi = merge_plugin_set(defaults, custom_multi)
+    custom_index = {ref.name: i for i, ref in enumerate(custom_multi.enabled)}
+    weights: dict[str, int] = {}
+    for ref in multi:
+        path = (
+            f"{where}.plugins.multiPoint.enabled[{custom_index[ref.name]}].name"
+            if ref.name in custom_index
+            else f"{where}.plugins.multiPoint"
+        )
+        instance(ref.name, path)
+        if ref.weight:
+            weights[ref.name] = ref.weight
+
+    per_point: dict[str, list[Plugin]] = {}
+    for point in EXTENSION_POINTS:
+        pset = profile.plugins.get(point, PluginSet())
+        disabled = set(pset.disabled)
+        explicit_names = {ref.name for ref in pset.enabled}
+        multi_here = [ref.name for ref in multi if _implements(instances[ref.name], point)]
+        for i, ref in enumerate(pset.enabled):
+            plugin = instance(ref.name, f"{where}.plugins.{point}.enabled[{i}].name")
+            if not _implements(plugin, point):
+                raise ConfigError(
+                    f"{where}.plugins.{point}.enabled[{i}].name: plugin {ref.name!r} does not extend {point}"
+                )
+            if point == "score" and ref.weight:
+                weights[ref.name] = ref.weight
+        ordered = [ref.name for ref in pset.enabled if ref.name in multi_here]
+        if "*" not in disabled:
+            ordered += [n for n in multi_here if n not in explicit_names and n not in disabled]
+        ordered += [ref.name for ref in pset.enabled if ref.name not in multi_here]
+        per_point[point] = [instances[n] for n in ordered]
+
+    events: dict[str, list[ClusterEventWithHint]] = {}
+    for name, plugin in instances.items():
+        register = getattr(plugin, "events_to_register", None)
+        if callable(register):
+            events[name] = list(register())
+    pct = profile.percentage_of_nodes_to_score
+    try:
+        return Framework(
+            profile.scheduler_name,
+            per_point,
+            weights,
+            handle,
+            percentage_of_nodes_to_score=pct if pct is not None else default_pct,
+            events=events,
+        )
+    except FrameworkError as exc:
+        raise ConfigError(f"{where}.plugins: {exc}") from exc
+
+
+def build_profiles(
+    config: SchedulerConfig, registry: Registry, handle: FrameworkHandle
+) -> dict[str, Framework]:
+    frameworks: dict[str, Framework] = {}
+    for i, profile in enumerate(config.profiles):
+        frameworks[profile.scheduler_name] = build_framework(
+            i, profile, registry, handle, config.percentage_of_nodes_to_score
+        )
+    sorters = {type(f.queue_sort) for f in frameworks.values()}
+    if len(sorters) > 1:
+        raise ConfigError("profiles: queueSort plugins must be the same for all profiles (they share one queue)")
+    return frameworks
+
+
+def describe(frameworks: Mapping[str, Framework]) -> dict[str, Any]:
+    return {name: fw.plugin_names() for name, fw in frameworks.items()}

@@ -1,0 +1,457 @@
+"""PriorityQueue: kube-scheduler's three sub-queues and the rules that move pods between them.
+
+- activeQ: pods ready to be tried, ordered by the profile's QueueSort plugin.
+- backoffQ: pods waiting out their exponential backoff, ordered by backoff expiry.
+- unschedulable: pods that were rejected and wait for a cluster event that may help them
+  (decided by the rejecting plugins' registered events and queueing hints), or for the
+  5-minute leftover flush. Pods blocked by a PreEnqueue plugin (scheduling gates) wait here too.
+
+Events that arrive while a pod is being scheduled ("in flight") are remembered and replayed
+against it when it comes back unschedulable, so no wake-up is lost.
+
+Owns queue state only; never calls the API, never runs Filter/Score plugins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scheduler import metrics
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueuedPodInfo,
+    QueueingHint,
+    Status,
+)
+from scheduler.model.objects import Pod
+
+ACTIVE_Q = "active"
+BACKOFF_Q = "backoff"
+UNSCHEDULABLE_Q = "unschedulable"
+GATED_Q = "gated"
+
+UNSCHEDULABLE_TIMEOUT_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
+FORCE_ACTIVATE_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
+POD_ADD_EVENT = "PodAdd"
+POD_UPDATE_EVENT = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate")
+WILDCARD_EVENT = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+
+LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+PreEnqueueFn = Callable[[Pod], Status | None]
+
+
+@dataclass(frozen=True)
+class QueueProfile:
+    """What the queue needs to know of one profile."""
+
+    less: LessFn
+    pre_enqueue: PreEnqueueFn
+    # plugin name -> the events (with hints) that may make a pod it rejected schedulable
+    events: Mapping[str, Sequence[ClusterEventWithHint]]
+
+
+class _HeapItem:
+    __slots__ = ("info", "less", "removed", "seq")
+
+    def __init__(self, info: QueuedPodInfo, less: LessFn, seq: int) -> None:
+        self.info = info
+        self.less = less
+        self.seq = seq
+        self.removed = False
+
+    def __lt__(self, other: _HeapItem) -> bool:
+        if self.less(self.info, other.info):
+            return True
+        if self.less(other.info, self.info):
+            return False
+        return self.seq < other.seq
+
+
+class _BackoffItem:
+    __slots__ = ("expiry", "info", "removed", "seq")
+
+    def __init__(self, info: QueuedPodInfo, expiry: float, seq: int) -> None:
+        self.info = info
+        self.expiry = expiry
+        self.seq = seq
+        self.removed = False
+
+    def __lt__(self, other: _BackoffItem) -> bool:
+        return (self.expiry, self.seq) < (other.expiry, other.seq)
+
+
+class PriorityQueue:
+    def __init__(
+        self,
+        profiles: Mapping[str, QueueProfile],
+        clock: Clock | None = None,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_in_unschedulable: float = 300.0,
+    ) -> None:
+        self._profiles = dict(profiles)
+        self._clock = clock or MonotonicClock()
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self._seq = itertools.count()
+        self._active: list[_HeapItem] = []
+        self._active_items: dict[str, _HeapItem] = {}
+        self._backoff: list[_BackoffItem] = []
+        self._backoff_items: dict[str, _BackoffItem] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._in_flight: dict[str, int] = {}  # uid -> event log position when popped
+        self._event_log: list[tuple[ClusterEvent, Any, Any]] = []
+        self._event_log_base = 0  # absolute position of _event_log[0]
+        self.scheduling_cycle = 0
+        self._wakeup: asyncio.Event | None = None
+        self._closed = False
+        self._update_gauges()
+
+    # ---- sizes and lookups -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._active_items) + len(self._backoff_items) + len(self._unschedulable)
+
+    def pending(self) -> dict[str, int]:
+        gated = sum(1 for p in self._unschedulable.values() if p.gated)
+        return {
+            ACTIVE_Q: len(self._active_items),
+            BACKOFF_Q: len(self._backoff_items),
+            UNSCHEDULABLE_Q: len(self._unschedulable) - gated,
+            GATED_Q: gated,
+        }
+
+    def where(self, uid: str) -> str | None:
+        if uid in self._active_items:
+            return ACTIVE_Q
+        if uid in self._backoff_items:
+            return BACKOFF_Q
+        if uid in self._unschedulable:
+            return GATED_Q if self._unschedulable[uid].gated else UNSCHEDULABLE_Q
+        if uid in self._in_flight:
+            return "in-flight"
+        return None
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        if uid in self._active_items:
+            return self._active_items[uid].info
+        if uid in self._backoff_items:
+            return self._backoff_items[uid].info
+        return self._unschedulable.get(uid)
+
+    def _update_gauges(self) -> None:
+        for queue, count in self.pending().items():
+            metrics.pending_pods.labels(queue).set(count)
+
+    # ---- internal moves ----------------------------------------------------------------
+
+    def _profile(self, pod: Pod) -> QueueProfile:
+        return self._profiles[pod.scheduler_name]
+
+    def _push_active(self, info: QueuedPodInfo, event: str) -> bool:
+        """Run PreEnqueue; gated pods go to the unschedulable pool instead. Returns True if active."""
+        profile = self._profile(info.pod)
+        status = profile.pre_enqueue(info.pod)
+        if status is not None:
+            info.gated = True
+            info.gating_plugin = status.plugin
+            info.unschedulable_plugins = {status.plugin} if status.plugin else set()
+            self._unschedulable[info.pod.uid] = info
+            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, event).inc()
+            return False
+        info.gated = False
+        info.gating_plugin = ""
+        item = _HeapItem(info, profile.less, next(self._seq))
+        self._active_items[info.pod.uid] = item
+        heapq.heappush(self._active, item)
+        metrics.queue_incoming_pods.labels(ACTIVE_Q, event).inc()
+        if self._wakeup is not None:
+            self._wakeup.set()
+        return True
+
+    def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
+        item = _BackoffItem(info, self.backoff_expiry(info), next(self._seq))
+        self._backoff_items[info.pod.uid] = item
+        heapq.heappush(self._backoff, item)
+        metrics.queue_incoming_pods.labels(BACKOFF_Q, event).inc()
+
+    def _remove_anywhere(self, uid: str) -> QueuedPodInfo | None:
+        active = self._active_items.pop(uid, None)
+        if active is not None:
+            active.removed = True
+            return active.info
+        backoff = self._backoff_items.pop(uid, None)
+        if backoff is not None:
+            backoff.removed = True
+            return backoff.info
+        return self._unschedulable.pop(uid, None)
+
+    def backoff_duration(self, info: QueuedPodInfo) -> float:
+        duration = self.initial_backoff
+        for _ in range(1, info.attempts):
+            duration *= 2
+            if duration >= self.max_backoff:
+                return self.max_backoff
+        return duration
+
+    def backoff_expiry(self, info: QueuedPodInfo) -> float:
+        return info.timestamp + self.backoff_duration(info)
+
+    def is_backing_off(self, info: QueuedPodInfo) -> bool:
+        return info.attempts > 0 and self.backoff_expiry(info) > self._clock.now()
+
+    def _requeue(self, info: QueuedPodInfo, event: str) -> str:
+        """Move a pod that some event may help: backoffQ while backing off, else activeQ."""
+        if self.is_backing_off(info):
+            self._push_backoff(info, event)
+            return BACKOFF_Q
+        return ACTIVE_Q if self._push_active(info, event) else UNSCHEDULABLE_Q
+
+    # ---- adding and popping ------------------------------------------------------------
+
+    def add(self, pod: Pod) -> None:
+        """A new unscheduled pod appeared."""
+        if pod.uid in self._in_flight or self.get(pod.uid) is not None:
+            self.update(pod)
+            return
+        now = self._clock.now()
+        self._push_active(QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=None), POD_ADD_EVENT)
+        self._update_gauges()
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """Wait for the next pod to try; None once the queue is closed."""
+        while not self._closed:
+            info = self.pop_nowait()
+            if info is not None:
+                return info
+            if self._wakeup is None:
+                self._wakeup = asyncio.Event()
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        return None
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        """The head of activeQ, or None if activeQ is empty. Starts the pod's scheduling cycle."""
+        while self._active:
+            item = heapq.heappop(self._active)
+            if item.removed:
+                continue
+            del self._active_items[item.info.pod.uid]
+            info = item.info
+            info.attempts += 1
+            if info.initial_attempt_timestamp is None:
+                info.initial_attempt_timestamp = self._clock.now()
+            self.scheduling_cycle += 1
+            self._in_flight[info.pod.uid] = self._event_log_base + len(self._event_log)
+            self._update_gauges()
+            return info
+        return None
+
+    def close(self) -> None:
+        self._closed = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def done(self, uid: str) -> None:
+        """The pod left the scheduling cycle (bound, assumed, or deleted)."""
+        self._in_flight.pop(uid, None)
+        self._prune_event_log()
+
+    def _prune_event_log(self) -> None:
+        if not self._in_flight:
+            self._event_log_base += len(self._event_log)
+            self._event_log.clear()
+            return
+        oldest = min(self._in_flight.values())
+        drop = oldest - self._event_log_base
+        if drop > 0:
+            del self._event_log[:drop]
+            self._event_log_base = oldest
+
+    def add_unschedulable_if_not_present(self, info: QueuedPodInfo, error: bool = False) -> str:
+        """Return a pod whose attempt failed. Which queue depends on why and on in-flight events.
+
+        `error` marks a failure that is not the pod's fault (Error status, API error): it goes
+        to backoffQ regardless of plugins.
+        """
+        uid = info.pod.uid
+        start = self._in_flight.pop(uid, None)
+        info.timestamp = self._clock.now()
+        if self.get(uid) is not None:
+            self._prune_event_log()
+            return self.where(uid) or ""
+        if error or not info.unschedulable_plugins and not info.pending_plugins:
+            self._push_backoff(info, "ScheduleAttemptFailure")
+            queue = BACKOFF_Q
+        elif start is not None and self._hit_by_events(info, self._events_since(start)):
+            queue = self._requeue(info, "ScheduleAttemptFailure")
+        else:
+            self._unschedulable[uid] = info
+            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, "ScheduleAttemptFailure").inc()
+            queue = UNSCHEDULABLE_Q
+        self._prune_event_log()
+        self._update_gauges()
+        return queue
+
+    def _events_since(self, start: int) -> Iterable[tuple[ClusterEvent, Any, Any]]:
+        return self._event_log[max(0, start - self._event_log_base) :]
+
+    # ---- cluster events ----------------------------------------------------------------
+
+    def _hint(self, info: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """Whether `event` may make the pod schedulable, by its rejecting plugins' hints."""
+        if event in (UNSCHEDULABLE_TIMEOUT_EVENT, FORCE_ACTIVATE_EVENT):
+            return True
+        plugins = info.pending_plugins | info.unschedulable_plugins
+        if not plugins:
+            return True
+        events = self._profile(info.pod).events
+        for plugin in plugins:
+            for registered in events.get(plugin, (WILDCARD_EVENT,)):
+                if not registered.event.matches(event):
+                    continue
+                if registered.hint is None:
+                    return True
+                try:
+                    if registered.hint(info.pod, old, new) is QueueingHint.QUEUE:
+                        return True
+                except Exception:
+                    return True  # an erroring hint must not strand the pod
+        return False
+
+    def _hit_by_events(self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, Any, Any]]) -> bool:
+        return any(self._hint(info, event, old, new) for event, old, new in events)
+
+    def move_all_to_active_or_backoff(
+        self, event: ClusterEvent, old: Any = None, new: Any = None, pre_check: Callable[[Pod], bool] | None = None
+    ) -> int:
+        """A cluster event happened: wake every unschedulable pod it may help. Returns how many moved."""
+        moved = 0
+        for uid, info in list(self._unschedulable.items()):
+            if info.gated and event is not FORCE_ACTIVATE_EVENT:
+                continue
+            if pre_check is not None and not pre_check(info.pod):
+                continue
+            if self._hint(info, event, old, new):
+                del self._unschedulable[uid]
+                self._requeue(info, event.label or f"{event.resource}{event.action.name}")
+                moved += 1
+        if self._in_flight:
+            self._event_log.append((event, old, new))
+        if moved:
+            self._update_gauges()
+        return moved
+
+    def flush_backoff_completed(self) -> int:
+        """Move pods whose backoff expired to activeQ (runs every second)."""
+        now = self._clock.now()
+        moved = 0
+        while self._backoff:
+            head = self._backoff[0]
+            if head.removed:
+                heapq.heappop(self._backoff)
+                continue
+            if head.expiry > now:
+                break
+            heapq.heappop(self._backoff)
+            del self._backoff_items[head.info.pod.uid]
+            self._push_active(head.info, "BackoffComplete")
+            moved += 1
+        if moved:
+            self._update_gauges()
+        return moved
+
+    def flush_unschedulable_leftover(self) -> int:
+        """Pods unschedulable for longer than the limit get another try (runs every 30 s)."""
+        now = self._clock.now()
+        stale = [
+            info
+            for info in self._unschedulable.values()
+            if not info.gated and now - info.timestamp > self.max_in_unschedulable
+        ]
+        for info in stale:
+            del self._unschedulable[info.pod.uid]
+            self._requeue(info, UNSCHEDULABLE_TIMEOUT_EVENT.label)
+        if stale:
+            self._update_gauges()
+        return len(stale)
+
+    async def run_flush_loops(self) -> None:
+        """The two periodic flushes, until cancelled."""
+        last_leftover = self._clock.now()
+        while not self._closed:
+            await asyncio.sleep(1.0)
+            self.flush_backoff_completed()
+            if self._clock.now() - last_leftover >= 30.0:
+                last_leftover = self._clock.now()
+                self.flush_unschedulable_leftover()
+
+    # ---- pod updates and deletes -------------------------------------------------------
+
+    def update(self, pod: Pod) -> None:
+        """An unscheduled pod changed: refresh it where it waits; an update may unblock it."""
+        uid = pod.uid
+        if uid in self._active_items:
+            item = self._active_items[uid]
+            item.info.pod = pod
+            return
+        if uid in self._backoff_items:
+            self._backoff_items[uid].info.pod = pod
+            return
+        info = self._unschedulable.get(uid)
+        if info is None:
+            if uid not in self._in_flight:
+                self.add(pod)
+            return
+        old = info.pod
+        info.pod = pod
+        if info.gated:
+            del self._unschedulable[uid]
+            self._push_active(info, "UnscheduledPodUpdate")
+        elif self._hint(info, POD_UPDATE_EVENT, old, pod):
+            del self._unschedulable[uid]
+            self._requeue(info, "UnscheduledPodUpdate")
+        self._update_gauges()
+
+    def delete(self, uid: str) -> None:
+        self._remove_anywhere(uid)
+        self._in_flight.pop(uid, None)
+        self._prune_event_log()
+        self._update_gauges()
+
+    def activate(self, uids: Iterable[str]) -> None:
+        """Move the given pods to activeQ now (plugins ask for this through the handle)."""
+        for uid in uids:
+            info = self._unschedulable.get(uid)
+            if info is not None and not info.gated:
+                del self._unschedulable[uid]
+                self._push_active(info, FORCE_ACTIVATE_EVENT.label)
+                continue
+            item = self._backoff_items.pop(uid, None)
+            if item is not None:
+                item.removed = True
+                self._push_active(item.info, FORCE_ACTIVATE_EVENT.label)
+        self._update_gauges()
+
+    def unschedulable_pods(self) -> list[QueuedPodInfo]:
+        return list(self._unschedulable.values())
