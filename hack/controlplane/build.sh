@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
-key=$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/etcd/go.mod" "$here/build.sh" \
+key=$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/etcd/go.mod" \
       "$here"/k8s/cmd/*/main.go "$here/etcd/main.go" | sha256sum | cut -c1-12)
 cache="${SECONDARY_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/secondary-scheduler}"
 bin="$cache/controlplane-$K8S_VERSION-$key/bin"
