@@ -16,6 +16,7 @@ from scheduler import metrics
 from scheduler.framework.interface import (
     BindPlugin,
     FilterPlugin,
+    NamespaceLister,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -111,12 +112,28 @@ class WaitingPod:
         self.future.set_result(status)
 
 
+class StaticNamespaces:
+    """A NamespaceLister over a dict (the informer keeps one up to date; tests pass their own)."""
+
+    def __init__(self, labels: dict[str, Mapping[str, str]]) -> None:
+        self.by_name = labels
+
+    def labels(self, name: str) -> Mapping[str, str] | None:
+        return self.by_name.get(name)
+
+    def names(self) -> Sequence[str]:
+        return list(self.by_name)
+
+
 class FrameworkHandle:
     """What plugins get: listers over the current snapshot, the api client, waiting pods."""
 
-    def __init__(self, client: ApiClient, snapshot: SnapshotLister) -> None:
+    def __init__(
+        self, client: ApiClient, snapshot: SnapshotLister, namespaces: NamespaceLister | None = None
+    ) -> None:
         self._client = client
         self._snapshot = snapshot
+        self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self.waiting_pods: dict[str, WaitingPod] = {}
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
 
@@ -131,6 +148,10 @@ class FrameworkHandle:
     @property
     def client(self) -> ApiClient:
         return self._client
+
+    @property
+    def namespaces(self) -> NamespaceLister:
+        return self._namespaces
 
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)
