@@ -102,7 +102,7 @@ def default_config(scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerCon
 
 
 def _expect(value: Any, kind: type | tuple[type, ...], path: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise ConfigError(f"{path}: Invalid value: {value!r}: must be {names}")
     return value
@@ -144,7 +144,9 @@ def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME)
     """Validate and default a decoded KubeSchedulerConfiguration document."""
     raw = _expect(raw, dict, "<root>")
     if raw.get("apiVersion") != API_VERSION:
-        raise ConfigError(f"apiVersion: Unsupported value: {raw.get('apiVersion')!r}: supported values: {API_VERSION!r}")
+        raise ConfigError(
+            f"apiVersion: Unsupported value: {raw.get('apiVersion')!r}: supported values: {API_VERSION!r}"
+        )
     if raw.get("kind") != KIND:
         raise ConfigError(f"kind: Unsupported value: {raw.get('kind')!r}: supported values: {KIND!r}")
     known = {

@@ -102,9 +102,7 @@ def build_framework(
         raise ConfigError(f"{where}.plugins: {exc}") from exc
 
 
-def build_profiles(
-    config: SchedulerConfig, registry: Registry, handle: FrameworkHandle
-) -> dict[str, Framework]:
+def build_profiles(config: SchedulerConfig, registry: Registry, handle: FrameworkHandle) -> dict[str, Framework]:
     frameworks: dict[str, Framework] = {}
     for i, profile in enumerate(config.profiles):
         frameworks[profile.scheduler_name] = build_framework(

@@ -65,10 +65,14 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
             f'"{LEAST_ALLOCATED}", "{MOST_ALLOCATED}", "{REQUESTED_TO_CAPACITY_RATIO}"'
         )
     resources = []
-    for i, item in enumerate(strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})):
+    for i, item in enumerate(
+        strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
+    ):
         weight = item.get("weight", 1)
         if not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise ValueError(f"scoringStrategy.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]")
+            raise ValueError(
+                f"scoringStrategy.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]"
+            )
         if not item.get("name"):
             raise ValueError(f"scoringStrategy.resources[{i}].name: Required value")
         resources.append(ResourceSpec(item["name"], weight))
@@ -76,13 +80,19 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
     if kind == REQUESTED_TO_CAPACITY_RATIO:
         points = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
         if not points:
-            raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point")
+            raise ValueError(
+                "scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point"
+            )
         for i, point in enumerate(points):
             util, score = point.get("utilization", 0), point.get("score", 0)
             if not 0 <= util <= MAX_UTILIZATION:
-                raise ValueError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: must be in [0, 100]")
+                raise ValueError(
+                    f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: must be in [0, 100]"
+                )
             if not 0 <= score <= MAX_CUSTOM_SCORE:
-                raise ValueError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: must be in [0, 10]")
+                raise ValueError(
+                    f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: must be in [0, 10]"
+                )
             if shape and util <= shape[-1][0]:
                 raise ValueError(
                     f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: values must be sorted "
@@ -123,7 +133,10 @@ def _is_extended(name: str) -> bool:
 
 
 def insufficient_resources(
-    requests: Resource, node_info: NodeInfo, ignored: frozenset[str] = frozenset(), ignored_groups: frozenset[str] = frozenset()
+    requests: Resource,
+    node_info: NodeInfo,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
 ) -> list[tuple[str, bool]]:
     """(reason, unresolvable) for every resource the node lacks for these requests."""
     alloc = node_info.allocatable
@@ -137,7 +150,10 @@ def insufficient_resources(
         out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
     if requests.memory > 0 and requests.memory > alloc.memory - used.memory:
         out.append(("Insufficient memory", requests.memory > alloc.memory))
-    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
+    if (
+        requests.ephemeral_storage > 0
+        and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
+    ):
         out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
     for name, amount in requests.scalar.items():
         if amount == 0:
@@ -216,7 +232,9 @@ class NodeResourcesFit:
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         pre = state.get(PRE_FILTER_KEY)
         requests = pre.requests if pre is not None else pod.requests
-        missing = insufficient_resources(requests, node_info, self.args.ignored_resources, self.args.ignored_resource_groups)
+        missing = insufficient_resources(
+            requests, node_info, self.args.ignored_resources, self.args.ignored_resource_groups
+        )
         if not missing:
             return None
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
@@ -232,12 +250,18 @@ class NodeResourcesFit:
         return pod.requests.get(resource)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))
+        state.write(
+            PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources))
+        )
         return None
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         pre = state.get(PRE_SCORE_KEY)
-        requests = pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
+        requests = (
+            pre.requests
+            if pre is not None
+            else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
+        )
         alloc = node_info.allocatable
         total = weight_sum = 0
         for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
@@ -267,8 +291,12 @@ class NodeResourcesFit:
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE), _pod_freed),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE), _pod_freed
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew
+            ),
         ]
 
 
@@ -300,7 +328,9 @@ def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
         or (req.milli_cpu > 0 and b.milli_cpu > a.milli_cpu)
         or (req.memory > 0 and b.memory > a.memory)
         or (req.ephemeral_storage > 0 and b.ephemeral_storage > a.ephemeral_storage)
-        or any(amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items())
+        or any(
+            amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items()
+        )
     )
     return QueueingHint.QUEUE if grew and fits(pod, new) else QueueingHint.SKIP
 

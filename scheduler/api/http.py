@@ -54,9 +54,9 @@ def load_connection(kubeconfig: str | None) -> Connection:
     """Kubeconfig file when given, otherwise the in-cluster service account."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
-        k8s_config.load_incluster_config(client_configuration=cfg)
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return Connection(cfg)
 
 
@@ -81,7 +81,11 @@ class HttpApiClient:
         return self._session
 
     async def request(
-        self, method: str, path: str, body: Mapping[str, Any] | None = None, content_type: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         auth = self._conn.auth_header()
@@ -89,9 +93,7 @@ class HttpApiClient:
             headers["Authorization"] = auth
         data = json.dumps(body) if body is not None else None
         try:
-            async with self._get_session().request(
-                method, self._conn.host + path, data=data, headers=headers
-            ) as resp:
+            async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
                 text = await resp.text()
                 if resp.status >= 400:
                     reason, message = "", text

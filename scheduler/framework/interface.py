@@ -70,9 +70,7 @@ class EnqueueExtensions(Plugin, Protocol):
 
 class PreFilterExtensions(Protocol):
     def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None: ...
-    def remove_pod(
-        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
-    ) -> Status | None: ...
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None: ...
 
 
 class PreFilterPlugin(Plugin, Protocol):

@@ -128,9 +128,7 @@ class StaticNamespaces:
 class FrameworkHandle:
     """What plugins get: listers over the current snapshot, the api client, waiting pods."""
 
-    def __init__(
-        self, client: ApiClient, snapshot: SnapshotLister, namespaces: NamespaceLister | None = None
-    ) -> None:
+    def __init__(self, client: ApiClient, snapshot: SnapshotLister, namespaces: NamespaceLister | None = None) -> None:
         self._client = client
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
@@ -248,16 +246,16 @@ class Framework:
                 result = plugin_result if result is None else result.merge(plugin_result)
                 rejecting.append(plugin.name)
                 if not result.node_names:
-                    status = Status.unresolvable(
-                        f"node(s) didn't satisfy plugin(s) {sorted(rejecting)} simultaneously"
-                    )
+                    status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {sorted(rejecting)} simultaneously")
                     break
         _timed("PreFilter", self.profile_name, started, status)
         if status is None:
             rejecting = []
         return result, status, set(rejecting)
 
-    def run_pre_filter_add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None:
         for plugin in self.pre_filter_plugins:
             if plugin.name in state.skip_filter_plugins:
                 continue
@@ -318,7 +316,7 @@ class Framework:
             if status is None or status.code == Code.SUCCESS:
                 _timed("PostFilter", self.profile_name, started, None)
                 return nominated, status
-            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE or status.code == Code.ERROR:
+            if status.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR):
                 final = status.with_plugin(plugin.name)
                 messages.extend(status.reasons)
                 break
@@ -367,17 +365,26 @@ class Framework:
                 for info in nodes:
                     value, status = plugin.score(state, pod, info)
                     if status is not None and status.code != Code.SUCCESS:
-                        return [], {}, Status.as_error(
-                            FrameworkError(f"running Score plugin {plugin.name}: {status.message}"), plugin.name
+                        return (
+                            [],
+                            {},
+                            Status.as_error(
+                                FrameworkError(f"running Score plugin {plugin.name}: {status.message}"),
+                                plugin.name,
+                            ),
                         )
                     scores.append(NodeScore(info.name, value))
                 ext = plugin.score_extensions()
                 if ext is not None:
                     status = ext.normalize_score(state, pod, scores)
                     if status is not None and status.code != Code.SUCCESS:
-                        return [], {}, Status.as_error(
-                            FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}"),
-                            plugin.name,
+                        return (
+                            [],
+                            {},
+                            Status.as_error(
+                                FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}"),
+                                plugin.name,
+                            ),
                         )
             except Exception as exc:
                 return [], {}, Status.as_error(exc, plugin.name)
@@ -427,7 +434,8 @@ class Framework:
             if status.is_rejection:
                 return status.with_plugin(plugin.name)
             return Status.as_error(
-                status.error or FrameworkError(f"running Permit plugin {plugin.name}: {status.message}"), plugin.name
+                status.error or FrameworkError(f"running Permit plugin {plugin.name}: {status.message}"),
+                plugin.name,
             )
         if pending:
             waiting = WaitingPod(pod, pending)

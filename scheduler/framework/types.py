@@ -127,8 +127,8 @@ class NodeInfo:
     __slots__ = (
         "generation",
         "node",
-        "non_zero_milli_cpu",
         "non_zero_memory",
+        "non_zero_milli_cpu",
         "pods",
         "requested",
     )

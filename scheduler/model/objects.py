@@ -65,9 +65,7 @@ class Resource:
             self.scalar[name] = max(self.scalar.get(name, 0), amount)
 
     def copy(self) -> Resource:
-        return Resource(
-            self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pods, dict(self.scalar)
-        )
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pods, dict(self.scalar))
 
     def get(self, name: str) -> int:
         if name == CPU:
@@ -82,10 +80,7 @@ class Resource:
 
     def is_zero(self) -> bool:
         return (
-            self.milli_cpu == 0
-            and self.memory == 0
-            and self.ephemeral_storage == 0
-            and not any(self.scalar.values())
+            self.milli_cpu == 0 and self.memory == 0 and self.ephemeral_storage == 0 and not any(self.scalar.values())
         )
 
     @classmethod
@@ -190,7 +185,8 @@ def _pod_requests(spec: Raw, key: str) -> tuple[Resource, int, int]:
     nz_cpu = nz_mem = 0
     for i, container in enumerate(spec.get("containers") or ()):
         req = Resource.from_list(
-            (container.get("resources") or {}).get("requests"), f"{key}: spec.containers[{i}].resources.requests"
+            (container.get("resources") or {}).get("requests"),
+            f"{key}: spec.containers[{i}].resources.requests",
         )
         total.add(req)
         nz_cpu += req.milli_cpu or (DEFAULT_MILLI_CPU_REQUEST if CPU not in _req_names(container) else 0)

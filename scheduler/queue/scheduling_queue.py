@@ -300,7 +300,7 @@ class PriorityQueue:
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
-        if error or not info.unschedulable_plugins and not info.pending_plugins:
+        if error or (not info.unschedulable_plugins and not info.pending_plugins):
             self._push_backoff(info, "ScheduleAttemptFailure")
             queue = BACKOFF_Q
         elif start is not None and self._hit_by_events(info, self._events_since(start)):
@@ -343,7 +343,11 @@ class PriorityQueue:
         return any(self._hint(info, event, old, new) for event, old, new in events)
 
     def move_all_to_active_or_backoff(
-        self, event: ClusterEvent, old: Any = None, new: Any = None, pre_check: Callable[[Pod], bool] | None = None
+        self,
+        event: ClusterEvent,
+        old: Any = None,
+        new: Any = None,
+        pre_check: Callable[[Pod], bool] | None = None,
     ) -> int:
         """A cluster event happened: wake every unschedulable pod it may help. Returns how many moved."""
         moved = 0

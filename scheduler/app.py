@@ -1,0 +1,223 @@
+"""Wiring: config → registry → profiles → queue, cache, scheduler → kopf informers → servers.
+
+kopf runs the watches (on.event handlers only: nothing is ever written onto watched
+objects; event posting is off; no peering). The scheduling loop, the queue's flush loops,
+the assumed-pod expiry and the metrics/health server run beside it on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from plugins.registry import in_tree_registry
+from scheduler import metrics
+from scheduler.api.client import ApiClient
+from scheduler.api.http import Connection, HttpApiClient, load_connection
+from scheduler.cache import Cache, Snapshot
+from scheduler.config import SchedulerConfig, default_config, load_config
+from scheduler.framework.registry import Registry, load_entry_points
+from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
+from scheduler.informers import Informers
+from scheduler.profile import build_profiles
+from scheduler.queue.scheduling_queue import PriorityQueue, QueueProfile
+from scheduler.schedule_one import Scheduler
+
+log = structlog.get_logger("app")
+
+
+@dataclass
+class Options:
+    kubeconfig: str | None = None
+    config: str | None = None
+    scheduler_name: str = "secondary-scheduler"
+    metrics_port: int = 10259
+    metrics_address: str = "0.0.0.0"
+    batch_window: float = 0.01
+    assumed_pod_ttl: float = 900.0
+
+
+def full_registry() -> Registry:
+    registry = in_tree_registry()
+    registry.merge(load_entry_points())
+    return registry
+
+
+def load_scheduler_config(options: Options) -> SchedulerConfig:
+    if options.config:
+        return load_config(options.config, options.scheduler_name)
+    return default_config(options.scheduler_name)
+
+
+def build_scheduler(
+    config: SchedulerConfig,
+    registry: Registry,
+    client: ApiClient,
+    namespaces: dict[str, Mapping[str, str]],
+    assumed_pod_ttl: float = 900.0,
+) -> Scheduler:
+    """Everything but the watches: usable with the fake client in tests."""
+    handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces))
+    frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
+    queue = PriorityQueue(
+        {name: QueueProfile(fw.less, fw.run_pre_enqueue, fw.events) for name, fw in frameworks.items()},
+        initial_backoff=config.pod_initial_backoff_seconds,
+        max_backoff=config.pod_max_backoff_seconds,
+    )
+    return Scheduler(frameworks, queue, Cache(assumed_ttl=assumed_pod_ttl), client)
+
+
+def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        cfg = connection.configuration
+        token = None
+        auth = connection.auth_header()
+        if auth and auth.lower().startswith("bearer "):
+            token = auth.split(" ", 1)[1]
+        return kopf.ConnectionInfo(
+            server=connection.host,
+            ca_path=cfg.ssl_ca_cert,
+            insecure=not cfg.verify_ssl,
+            scheme="Bearer" if token else None,
+            token=token,
+            certificate_path=cfg.cert_file,
+            private_key_path=cfg.key_file,
+        )
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def node_event(event: Mapping[str, Any], **_: Any) -> None:
+        informers.on_node(event.get("type"), event["object"])
+
+    @kopf.on.event("", "v1", "pods", registry=registry)
+    def pod_event(event: Mapping[str, Any], **_: Any) -> None:
+        informers.on_pod(event.get("type"), event["object"])
+
+    @kopf.on.event("", "v1", "namespaces", registry=registry)
+    def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
+        informers.on_namespace(event.get("type"), event["object"])
+
+    return registry
+
+
+def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False
+    settings.peering.standalone = True
+    settings.batching.batch_window = batch_window
+    settings.watching.server_timeout = 300
+    return settings
+
+
+async def _prime(client: HttpApiClient, informers: Informers) -> None:
+    """List nodes, namespaces and pods once before scheduling starts (kube's WaitForCacheSync)."""
+    for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
+        informers.on_namespace("ADDED", item)
+    for item in (await client.request("GET", "/api/v1/nodes"))["items"]:
+        informers.on_node("ADDED", item)
+    selector = "status.phase!=Succeeded,status.phase!=Failed"
+    pods = await client.request("GET", f"/api/v1/pods?fieldSelector={selector}")
+    # Assigned pods first so the cache is complete before any pending pod is tried.
+    items = sorted(pods["items"], key=lambda p: not (p.get("spec") or {}).get("nodeName"))
+    for item in items:
+        informers.on_pod("ADDED", item)
+
+
+async def _serve_metrics(options: Options, ready: asyncio.Event) -> web.AppRunner:
+    async def metrics_handler(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="informers not synced")
+
+    app = web.Application()
+    app.add_routes(
+        [
+            web.get("/metrics", metrics_handler),
+            web.get("/healthz", healthz),
+            web.get("/livez", healthz),
+            web.get("/readyz", readyz),
+        ]
+    )
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, options.metrics_address, options.metrics_port).start()
+    return runner
+
+
+async def _cleanup_assumed(scheduler: Scheduler) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        for pod in scheduler.cache.cleanup_expired_assumed_pods():
+            log.warning("assumed pod expired without confirmation", pod=pod.key, node=pod.node_name)
+
+
+async def run(options: Options, stop: asyncio.Event | None = None) -> None:
+    config = load_scheduler_config(options)
+    registry = full_registry()
+    connection = load_connection(options.kubeconfig)
+    client = HttpApiClient(connection, component=config.profiles[0].scheduler_name)
+    namespaces: dict[str, Mapping[str, str]] = {}
+    scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl)
+    informers = Informers(scheduler, namespaces)
+    stop = stop or asyncio.Event()
+    ready = asyncio.Event()
+    runner = await _serve_metrics(options, ready)
+    log.info(
+        "starting",
+        profiles=[p.scheduler_name for p in config.profiles],
+        server=connection.host,
+        metrics_port=options.metrics_port,
+    )
+    tasks: list[asyncio.Task[Any]] = []
+    try:
+        await _prime(client, informers)
+        tasks.append(
+            asyncio.create_task(
+                kopf.operator(
+                    registry=_kopf_registry(informers, connection),
+                    settings=_kopf_settings(options.batch_window),
+                    clusterwide=True,
+                    standalone=True,
+                    stop_flag=stop,
+                ),
+                name="kopf",
+            )
+        )
+        ready.set()
+        tasks.append(asyncio.create_task(scheduler.run(), name="schedule-loop"))
+        tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
+        tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
+        waiter = asyncio.create_task(stop.wait(), name="stop")
+        done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            error = None if task is waiter else task.exception()
+            if error is not None:
+                raise error
+    finally:
+        stop.set()
+        scheduler.queue.close()
+        for task in tasks:
+            if task.get_name() != "kopf":
+                task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, timeout=10)
+        await scheduler.drain()
+        await client.close()
+        await runner.cleanup()
+        logging.getLogger("app").info("stopped")

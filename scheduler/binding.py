@@ -1,0 +1,89 @@
+"""The binding cycle: WaitOnPermit → PreBind → Bind → PostBind, as an asyncio task per pod.
+
+Every failure path undoes the scheduling cycle: Unreserve (reverse order), forget the assumed
+pod, wake pods that the freed room may help, and requeue through the failure handler.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from scheduler import metrics
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import Code, CycleState, QueuedPodInfo, Status
+from scheduler.model.objects import Pod
+
+if TYPE_CHECKING:
+    from scheduler.schedule_one import Scheduler
+
+log = structlog.get_logger("scheduler")
+
+
+async def binding_cycle(
+    sched: Scheduler,
+    fw: Framework,
+    state: CycleState,
+    info: QueuedPodInfo,
+    assumed: Pod,
+    host: str,
+    started: float,
+) -> None:
+    try:
+        status = await fw.wait_on_permit(assumed)
+        point = "WaitOnPermit"
+        if status is None:
+            point = "PreBind"
+            status = await fw.run_pre_bind(state, assumed, host)
+        if status is None:
+            point = "Bind"
+            status = await fw.run_bind(state, assumed, host)
+        if status is not None:
+            metrics.binding_errors.labels(point).inc()
+            _undo(sched, fw, state, info, assumed, host, status)
+            result = "unschedulable" if status.is_rejection else "error"
+            metrics.schedule_attempts.labels(result, fw.profile_name).inc()
+            metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+            return
+        sched.cache.finish_binding(assumed)
+        metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
+        metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
+        metrics.pod_scheduling_attempts.observe(info.attempts)
+        if info.initial_attempt_timestamp is not None:
+            metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
+                time.monotonic() - info.initial_attempt_timestamp
+            )
+        fw.run_post_bind(state, assumed, host)
+        if sched.on_bound is not None:
+            sched.on_bound(assumed, host)
+        log.debug("bound", pod=assumed.key, node=host)
+        await sched.client.emit_event(
+            assumed, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
+        )
+    except Exception as exc:  # the task must never die silently
+        log.error("binding cycle crashed", pod=assumed.key, node=host, error=str(exc), exc_info=True)
+        if sched.cache.is_assumed(assumed.uid):
+            _undo(sched, fw, state, info, assumed, host, Status.as_error(exc))
+    finally:
+        sched.queue.done(assumed.uid)
+
+
+def _undo(
+    sched: Scheduler,
+    fw: Framework,
+    state: CycleState,
+    info: QueuedPodInfo,
+    assumed: Pod,
+    host: str,
+    status: Status,
+) -> None:
+    fw.run_unreserve(state, assumed, host)
+    sched.cache.forget_pod(assumed)
+    from scheduler.schedule_one import ASSIGNED_POD_DELETE
+
+    sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+    log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
+    rejected_by = status.plugin if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE) else ""
+    sched.handle_failure(fw, info, status, None, None, rejected_by=rejected_by)

@@ -1,0 +1,60 @@
+"""Command line: `secondary-scheduler run` (and `python -m scheduler run`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from scheduler import logs
+from scheduler.config import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="secondary-scheduler", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the scheduler")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    run.add_argument("--config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file")
+    run.add_argument(
+        "--scheduler-name",
+        default="secondary-scheduler",
+        help="schedulerName of the default profile when --config gives none (default: %(default)s)",
+    )
+    run.add_argument("--metrics-port", type=int, default=10259, help="port for /metrics, /healthz, /readyz")
+    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--log-format", default="json", choices=["json", "console"])
+    run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logs.configure(args.log_level, json_output=args.log_format == "json")
+    if args.command == "run":
+        from scheduler.app import Options, run
+
+        options = Options(
+            kubeconfig=args.kubeconfig,
+            config=args.config,
+            scheduler_name=args.scheduler_name,
+            metrics_port=args.metrics_port,
+            metrics_address=args.metrics_address,
+            batch_window=args.batch_window,
+        )
+
+        async def main_async() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await run(options, stop)
+
+        try:
+            asyncio.run(main_async())
+        except ConfigError as exc:
+            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
+            return 2
+    return 0

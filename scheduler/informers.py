@@ -1,0 +1,153 @@
+"""Informer handlers: raw watch events (from kopf) → compact structs → cache, queue, nominator.
+
+Each raw object is converted once. Pods: assigned ones go to the cache (whichever scheduler
+placed them), unassigned ones whose schedulerName is one of our profiles go to the queue,
+everything else is ignored. Nodes go to the cache. Every change is also offered to the
+queue as a cluster event so that the right unschedulable pods are retried.
+
+Writes nothing to the API except reporting a pod that cannot be parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from scheduler.framework.types import ActionType, ClusterEvent, EventResource
+from scheduler.model.objects import InvalidObject, Node, Pod, Resource
+from scheduler.schedule_one import Scheduler
+
+log = structlog.get_logger("informers")
+
+DELETED = "DELETED"
+
+
+def _event(resource: EventResource, action: ActionType, label: str) -> ClusterEvent:
+    return ClusterEvent(resource, action, label)
+
+
+NODE_ADD = _event(EventResource.NODE, ActionType.ADD, "NodeAdd")
+NODE_UPDATE = _event(EventResource.NODE, ActionType.UPDATE, "NodeUpdate")
+NODE_DELETE = _event(EventResource.NODE, ActionType.DELETE, "NodeDelete")
+ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
+ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
+ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+
+
+class Informers:
+    """Feeds one Scheduler from watch events."""
+
+    def __init__(self, scheduler: Scheduler, namespaces: dict[str, Mapping[str, str]] | None = None) -> None:
+        self.sched = scheduler
+        self.namespaces = namespaces if namespaces is not None else {}
+        self._reported_invalid: set[str] = set()
+
+    # ---- pods ----------------------------------------------------------------------------
+
+    def on_pod(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        sched = self.sched
+        meta = raw.get("metadata") or {}
+        uid = meta.get("uid", "")
+        try:
+            pod = Pod.from_raw(raw)
+        except InvalidObject as exc:
+            self._invalid_pod(raw, exc)
+            return
+        cache = sched.cache
+        known = cache.get_pod(uid)
+        if event_type == DELETED or pod.terminal:
+            sched.pending_pods.pop(uid, None)
+            sched.nominator.delete(uid)
+            sched.queue.delete(uid)
+            for fw in sched.frameworks.values():
+                fw.handle.reject_waiting_pod(uid, "", "pod was deleted")
+            if known is not None and not cache.is_assumed(uid):
+                cache.remove_pod(uid)
+                sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, known, None)
+            return
+        if pod.node_name:
+            sched.pending_pods.pop(uid, None)
+            sched.nominator.delete(uid)
+            sched.queue.delete(uid)
+            if known is None or cache.is_assumed(uid):
+                cache.add_pod(pod)
+                sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_ADD, None, pod)
+            else:
+                cache.update_pod(pod)
+                sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_UPDATE, known, pod)
+            return
+        if pod.scheduler_name not in sched.frameworks:
+            return
+        sched.pending_pods[uid] = pod
+        sched.nominator.update(pod)
+        if cache.is_assumed(uid):
+            return  # our binding is in flight; the bound pod will confirm it
+        if pod.deleting:
+            sched.queue.delete(uid)
+            return
+        sched.queue.add(pod)
+
+    def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
+        spec = raw.get("spec") or {}
+        meta = raw.get("metadata") or {}
+        if spec.get("nodeName") or (spec.get("schedulerName") or "default-scheduler") not in self.sched.frameworks:
+            log.warning("ignoring unparseable pod", error=str(error))
+            return
+        uid = meta.get("uid", "")
+        if uid in self._reported_invalid:
+            return
+        self._reported_invalid.add(uid)
+        log.error("pod cannot be scheduled", error=str(error))
+        # Report it once, with the raw identity (no struct could be built).
+        pod = Pod(
+            uid=uid,
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            node_name="",
+            scheduler_name=spec.get("schedulerName", ""),
+            priority=0,
+            created=0.0,
+            resource_version=meta.get("resourceVersion", ""),
+            labels={},
+            phase="Pending",
+            deleting=False,
+            scheduling_gates=(),
+            requests=Resource(),
+            non_zero_milli_cpu=0,
+            non_zero_memory=0,
+            raw=raw,
+        )
+        self.sched.spawn(self.sched._report_failure(pod, "SchedulerError", str(error), None))
+
+    # ---- nodes ---------------------------------------------------------------------------
+
+    def on_node(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        sched = self.sched
+        name = (raw.get("metadata") or {}).get("name", "")
+        old_info = sched.cache.get_node_info(name)
+        old = old_info.node if old_info is not None else None
+        if event_type == DELETED:
+            sched.cache.remove_node(name)
+            sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
+            return
+        try:
+            node = Node.from_raw(raw)
+        except InvalidObject as exc:
+            log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
+            return
+        if old is not None and old.resource_version == node.resource_version:
+            return
+        sched.cache.add_or_update_node(node)
+        sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)
+
+    # ---- namespaces ----------------------------------------------------------------------
+
+    def on_namespace(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        name = meta.get("name", "")
+        if event_type == DELETED:
+            self.namespaces.pop(name, None)
+        else:
+            self.namespaces[name] = dict(meta.get("labels") or {})

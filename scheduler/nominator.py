@@ -1,0 +1,44 @@
+"""Nominator: pods nominated to a node by preemption, counted when filtering lower-priority pods."""
+
+from __future__ import annotations
+
+from scheduler.model.objects import Pod
+
+
+class Nominator:
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, Pod]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def add(self, pod: Pod, node_name: str) -> None:
+        self.delete(pod.uid)
+        if not node_name:
+            return
+        self._by_node.setdefault(node_name, {})[pod.uid] = pod
+        self._node_of[pod.uid] = node_name
+
+    def delete(self, uid: str) -> None:
+        node = self._node_of.pop(uid, None)
+        if node is not None:
+            pods = self._by_node[node]
+            pods.pop(uid, None)
+            if not pods:
+                del self._by_node[node]
+
+    def update(self, pod: Pod) -> None:
+        """Refresh the stored pod object; nomination comes from status.nominatedNodeName."""
+        nominated = (pod.raw.get("status") or {}).get("nominatedNodeName") or ""
+        if nominated:
+            self.add(pod, nominated)
+        elif pod.uid in self._node_of:
+            node = self._node_of[pod.uid]
+            self._by_node[node][pod.uid] = pod
+
+    def nominated_node(self, uid: str) -> str:
+        return self._node_of.get(uid, "")
+
+    def pods_for_node(self, node_name: str) -> list[Pod]:
+        return list(self._by_node.get(node_name, {}).values())
+
+    def __bool__(self) -> bool:
+        return bool(self._node_of)

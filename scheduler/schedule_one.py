@@ -1,0 +1,379 @@
+"""schedule_one: one pod's scheduling cycle, as kube-scheduler runs it.
+
+pop → snapshot → PreFilter → Filter (adaptive node count, round-robin start, nominated
+pods) → PostFilter on failure → PreScore/Score/NormalizeScore/weights → select_host →
+assume → Reserve → Permit → hand over to the asynchronous binding cycle.
+
+Owns the cycle; writes to the API only through the ApiClient (status, events), and reads
+the cluster only through the cache and its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from scheduler import metrics
+from scheduler.api.client import ApiClient, ApiError
+from scheduler.cache import Cache, Snapshot
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    EventResource,
+    FitError,
+    NodeInfo,
+    NodeScore,
+    QueuedPodInfo,
+    Status,
+)
+from scheduler.model.objects import Pod
+from scheduler.nominator import Nominator
+from scheduler.queue import PriorityQueue
+
+log = structlog.get_logger("scheduler")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0
+
+ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+class NoNodesAvailable(Exception):
+    def __str__(self) -> str:
+        return NO_NODES_AVAILABLE
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE
+    if pct >= 100:
+        return num_all_nodes
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def select_host(scores: list[NodeScore], rng: random.Random) -> str:
+    """Highest total wins; ties broken uniformly at random (reservoir sampling)."""
+    best = scores[0]
+    ties = 1
+    for candidate in scores[1:]:
+        if candidate.score > best.score:
+            best, ties = candidate, 1
+        elif candidate.score == best.score:
+            ties += 1
+            if rng.randrange(ties) == 0:
+                best = candidate
+    return best.name
+
+
+@dataclasses.dataclass(slots=True)
+class ScheduleResult:
+    suggested_host: str
+    evaluated_nodes: int
+    feasible_nodes: int
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Scheduler:
+    """The scheduling loop over one shared queue and cache, with a framework per profile."""
+
+    def __init__(
+        self,
+        frameworks: Mapping[str, Framework],
+        queue: PriorityQueue,
+        cache: Cache,
+        client: ApiClient,
+        nominator: Nominator | None = None,
+        rng: random.Random | None = None,
+        max_concurrent_writes: int = 64,
+    ) -> None:
+        self.frameworks = dict(frameworks)
+        self.queue = queue
+        self.cache = cache
+        self.client = client
+        self.nominator = nominator or Nominator()
+        self.snapshot = Snapshot()
+        for fw in self.frameworks.values():
+            fw.handle.snapshot = self.snapshot
+            fw.handle.activate = self.queue.activate
+        self.rng = rng or random.Random()
+        self.next_start_node_index = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writes = asyncio.Semaphore(max_concurrent_writes)
+        # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
+        self.pending_pods: dict[str, Pod] = {}
+        self.on_bound: Callable[[Pod, str], None] | None = None
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            info = await self.queue.pop()
+            if info is None:
+                return
+            self.schedule_one(info)
+            # Let informer events and binding tasks run between cycles.
+            await asyncio.sleep(0)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for in-flight binding cycles and API writes (tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # ---- one cycle -----------------------------------------------------------------------
+
+    def schedule_one(self, info: QueuedPodInfo) -> None:
+        pod = info.pod
+        fw = self.frameworks.get(pod.scheduler_name)
+        if fw is None or self._skip(pod):
+            self.queue.done(pod.uid)
+            return
+        started = time.perf_counter()
+        state = CycleState()
+        try:
+            result = self.schedule_pod(fw, state, pod)
+        except FitError as fit_error:
+            nominated: str | None = None
+            if fw.post_filter_plugins:
+                nominated, post_status = fw.run_post_filter(state, pod, fit_error.diagnosis.node_to_status)
+                if post_status is not None and post_status.code == Code.ERROR:
+                    log.error("postfilter failed", pod=pod.key, error=post_status.message)
+                elif post_status is not None and post_status.reasons:
+                    fit_error.diagnosis.post_filter_msg = post_status.message
+            self._observe(fw, "unschedulable", started)
+            self.handle_failure(fw, info, Status.unschedulable(), fit_error, nominated)
+            return
+        except Exception as exc:
+            self._observe(fw, "error", started)
+            log.error(
+                "scheduling cycle failed",
+                pod=pod.key,
+                error=str(exc),
+                exc_info=not isinstance(exc, NoNodesAvailable),
+            )
+            self.handle_failure(fw, info, Status.as_error(exc), None, None)
+            return
+
+        assumed = dataclasses.replace(pod, node_name=result.suggested_host)
+        try:
+            self.cache.assume_pod(assumed)
+        except Exception as exc:
+            self._observe(fw, "error", started)
+            self.handle_failure(fw, info, Status.as_error(exc), None, None)
+            return
+        host = result.suggested_host
+        reserve_status = fw.run_reserve(state, assumed, host)
+        if reserve_status is not None:
+            status = reserve_status
+            fw.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed)
+            self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
+            self.handle_failure(fw, info, status, None, None, rejected_by=status.plugin)
+            return
+        permit_status = fw.run_permit(state, assumed, host)
+        if permit_status is not None and permit_status.code != Code.WAIT:
+            status = permit_status
+            fw.run_unreserve(state, assumed, host)
+            self.cache.forget_pod(assumed)
+            self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
+            self.handle_failure(fw, info, status, None, None, rejected_by=status.plugin)
+            return
+        # The pod keeps its in-flight status until the binding cycle ends (queue.done there).
+        from scheduler.binding import binding_cycle
+
+        self.spawn(binding_cycle(self, fw, state, info, assumed, host, started))
+
+    def _skip(self, pod: Pod) -> bool:
+        """A deleted pod, or one whose earlier cycle is still binding, is not scheduled again."""
+        if pod.deleting:
+            return True
+        return self.cache.is_assumed(pod.uid)
+
+    def _observe(self, fw: Framework, result: str, started: float) -> None:
+        metrics.schedule_attempts.labels(result, fw.profile_name).inc()
+        metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+
+    def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
+        self.cache.update_snapshot(self.snapshot)
+        if len(self.snapshot) == 0:
+            raise NoNodesAvailable()
+        feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
+        if not feasible:
+            raise FitError(pod, len(self.snapshot), diagnosis)
+        evaluated = len(feasible) + len(diagnosis.node_to_status)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, evaluated, 1)
+        scores = self.prioritize_nodes(fw, state, pod, feasible)
+        return ScheduleResult(select_host(scores, self.rng), evaluated, len(feasible))
+
+    def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
+        diagnosis = Diagnosis()
+        all_nodes = self.snapshot.list()
+        pre_result, status, rejecting = fw.run_pre_filter(state, pod, all_nodes)
+        if status is not None:
+            if not status.is_rejection:
+                raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message}")
+            diagnosis.absent_status = status
+            diagnosis.pre_filter_msg = status.message
+            diagnosis.unschedulable_plugins |= rejecting or ({status.plugin} if status.plugin else set())
+            return [], diagnosis
+        nodes: list[NodeInfo] | Any = all_nodes
+        if pre_result is not None and pre_result.node_names is not None:
+            nodes = [n for n in all_nodes if n.name in pre_result.node_names]
+            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {sorted(rejecting)}")
+            diagnosis.unschedulable_plugins |= rejecting
+
+        nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
+        if nominated:
+            node_info = self.snapshot.get(nominated)
+            fits_nominated = (
+                node_info is not None
+                and node_info.node is not None
+                and self._filter_with_nominated(fw, state, pod, node_info) is None
+            )
+            if fits_nominated and node_info is not None:
+                return [node_info], diagnosis
+
+        num_nodes = len(nodes)
+        if num_nodes == 0:
+            return [], diagnosis
+        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        if not fw.filter_plugins:
+            start = self.next_start_node_index % num_nodes
+            chosen = [nodes[(start + i) % num_nodes] for i in range(to_find)]
+            self.next_start_node_index = (start + len(chosen)) % num_nodes
+            return chosen, diagnosis
+        feasible: list[NodeInfo] = []
+        start = self.next_start_node_index % num_nodes
+        processed = 0
+        for i in range(num_nodes):
+            node_info = nodes[(start + i) % num_nodes]
+            processed += 1
+            node_status = self._filter_with_nominated(fw, state, pod, node_info)
+            if node_status is None:
+                feasible.append(node_info)
+                if len(feasible) >= to_find:
+                    break
+            elif node_status.code == Code.ERROR:
+                raise RuntimeError(f"running Filter plugin {node_status.plugin}: {node_status.message}")
+            else:
+                diagnosis.node_to_status[node_info.name] = node_status
+                diagnosis.unschedulable_plugins.add(node_status.plugin)
+        self.next_start_node_index = (start + processed) % num_nodes
+        return feasible, diagnosis
+
+    def _filter_with_nominated(self, fw: Framework, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """Filter twice when higher-or-equal priority pods are nominated here: with them, then without."""
+        nominated = (
+            [p for p in self.nominator.pods_for_node(node_info.name) if p.uid != pod.uid and p.priority >= pod.priority]
+            if self.nominator
+            else []
+        )
+        if not nominated:
+            return fw.run_filter(state, pod, node_info)
+        with_pods = node_info.clone()
+        state_with = state.clone()
+        for other in nominated:
+            placed = dataclasses.replace(other, node_name=node_info.name)
+            with_pods.add_pod(placed)
+            add_status = fw.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
+            if add_status is not None:
+                return add_status
+        status = fw.run_filter(state_with, pod, with_pods)
+        if status is not None:
+            return status
+        return fw.run_filter(state, pod, node_info)
+
+    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> list[NodeScore]:
+        if not fw.score_plugins:
+            return [NodeScore(n.name, 1) for n in nodes]
+        status = fw.run_pre_score(state, pod, nodes)
+        if status is not None:
+            raise RuntimeError(status.message)
+        totals, _, status = fw.run_score(state, pod, nodes)
+        if status is not None:
+            raise RuntimeError(status.message)
+        return totals
+
+    # ---- failures ------------------------------------------------------------------------
+
+    def handle_failure(
+        self,
+        fw: Framework,
+        info: QueuedPodInfo,
+        status: Status,
+        fit_error: FitError | None,
+        nominated_node: str | None,
+        rejected_by: str = "",
+    ) -> None:
+        """Requeue (unless the pod is gone or bound), then record the condition and event."""
+        pod = info.pod
+        if fit_error is not None:
+            info.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
+            info.pending_plugins = set(fit_error.diagnosis.pending_plugins)
+            reason, message = "Unschedulable", str(fit_error)
+        elif status.is_rejection:
+            info.unschedulable_plugins = {rejected_by} if rejected_by else set()
+            reason, message = "Unschedulable", status.message or "pod was rejected"
+        else:
+            info.unschedulable_plugins = set()
+            reason, message = "SchedulerError", status.message
+        current = self.pending_pods.get(pod.uid)
+        if current is None or current.node_name:
+            # Deleted, or bound by someone else meanwhile: nothing to requeue or report.
+            self.queue.done(pod.uid)
+            return
+        info.pod = current
+        self.queue.add_unschedulable_if_not_present(info, error=reason == "SchedulerError")
+        if nominated_node is not None:
+            self.nominator.add(current, nominated_node)
+        self.spawn(self._report_failure(current, reason, message, nominated_node))
+
+    async def _report_failure(self, pod: Pod, reason: str, message: str, nominated: str | None) -> None:
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _now_rfc3339(),
+        }
+        unchanged = any(
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == reason
+            and c.get("message") == message
+            for c in (pod.raw.get("status") or {}).get("conditions") or ()
+        )
+        async with self._writes:
+            try:
+                await self.client.emit_event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+                if not unchanged or nominated is not None:
+                    await self.client.patch_pod_status(pod, None if unchanged else condition, nominated)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("recording scheduling failure failed", pod=pod.key, error=str(exc))
