@@ -1,0 +1,144 @@
+"""Cache: assume → finish binding → confirm / forget / expire; incremental snapshots."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from scheduler.cache import Cache, CacheError, Snapshot
+from scheduler.model.objects import Node, Pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def pod(name: str, node: str = "", cpu: str = "1") -> Pod:
+    return Pod.from_raw(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        }
+    )
+
+
+def node(name: str, cpu: str = "4", images: tuple[str, ...] = ()) -> Node:
+    return Node.from_raw(
+        {
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "status": {
+                "allocatable": {"cpu": cpu, "pods": "110"},
+                "images": [{"names": [i], "sizeBytes": 100} for i in images],
+            },
+        }
+    )
+
+
+def test_assume_then_confirm() -> None:
+    cache = Cache()
+    cache.add_or_update_node(node("n1"))
+    assumed = dataclasses.replace(pod("p"), node_name="n1")
+    cache.assume_pod(assumed)
+    assert cache.is_assumed("p")
+    info = cache.get_node_info("n1")
+    assert info is not None
+    assert info.requested.milli_cpu == 1000
+    cache.finish_binding(assumed)
+    cache.add_pod(pod("p", node="n1"))
+    assert not cache.is_assumed("p")
+    assert info.requested.milli_cpu == 1000  # counted once
+    with pytest.raises(CacheError):
+        cache.forget_pod(assumed)
+
+
+def test_confirmation_on_another_node_moves_the_pod() -> None:
+    cache = Cache()
+    cache.add_or_update_node(node("n1"))
+    cache.add_or_update_node(node("n2"))
+    cache.assume_pod(dataclasses.replace(pod("p"), node_name="n1"))
+    cache.add_pod(pod("p", node="n2"))
+    n1, n2 = cache.get_node_info("n1"), cache.get_node_info("n2")
+    assert n1 is not None
+    assert n2 is not None
+    assert n1.requested.milli_cpu == 0
+    assert n2.requested.milli_cpu == 1000
+
+
+def test_forget_releases_resources_and_double_assume_fails() -> None:
+    cache = Cache()
+    cache.add_or_update_node(node("n1"))
+    assumed = dataclasses.replace(pod("p"), node_name="n1")
+    cache.assume_pod(assumed)
+    with pytest.raises(CacheError, match="already in the cache"):
+        cache.assume_pod(assumed)
+    cache.forget_pod(assumed)
+    info = cache.get_node_info("n1")
+    assert info is not None
+    assert info.requested.milli_cpu == 0
+    assert not cache.is_assumed("p")
+
+
+def test_assumed_pod_expires_only_after_binding_finished() -> None:
+    clock = Clock()
+    cache = Cache(assumed_ttl=30, clock=clock)
+    cache.add_or_update_node(node("n1"))
+    assumed = dataclasses.replace(pod("p"), node_name="n1")
+    cache.assume_pod(assumed)
+    clock.t = 1000
+    assert cache.cleanup_expired_assumed_pods() == []  # binding still in flight
+    cache.finish_binding(assumed)
+    clock.t += 29
+    assert cache.cleanup_expired_assumed_pods() == []
+    clock.t += 2
+    assert [p.name for p in cache.cleanup_expired_assumed_pods()] == ["p"]
+    assert cache.get_pod("p") is None
+
+
+def test_pod_seen_before_its_node_and_node_removed_with_pods() -> None:
+    cache = Cache()
+    cache.add_pod(pod("p", node="later"))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    assert len(snap) == 0  # placeholder without a Node is not schedulable
+    cache.add_or_update_node(node("later"))
+    cache.update_snapshot(snap)
+    assert [n.name for n in snap.list()] == ["later"]
+    cache.remove_node("later")
+    cache.update_snapshot(snap)
+    assert len(snap) == 0
+    cache.remove_pod("p")
+    assert cache.get_node_info("later") is None
+
+
+def test_snapshot_copies_only_changed_nodes() -> None:
+    cache = Cache()
+    for i in range(5):
+        cache.add_or_update_node(node(f"n{i}"))
+    snap = Snapshot()
+    assert cache.update_snapshot(snap) == 5
+    before = {n.name: n for n in snap.list()}
+    cache.add_pod(pod("p", node="n3"))
+    assert cache.update_snapshot(snap) == 1
+    after = {n.name: n for n in snap.list()}
+    assert after["n3"] is not before["n3"]
+    assert all(after[n] is before[n] for n in after if n != "n3")
+    assert after["n3"].requested.milli_cpu == 1000
+    assert before["n3"].requested.milli_cpu == 0  # the old snapshot copy was not mutated
+    assert cache.update_snapshot(snap) == 0
+
+
+def test_image_spread_counts() -> None:
+    cache = Cache()
+    cache.add_or_update_node(node("a", images=("nginx:1",)))
+    cache.add_or_update_node(node("b", images=("nginx:1", "redis:7")))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    assert snap.image_num_nodes == {"nginx:1": 2, "redis:7": 1}
+    cache.remove_node("b")
+    cache.update_snapshot(snap)
+    assert snap.image_num_nodes == {"nginx:1": 1}

@@ -1,0 +1,236 @@
+"""Scheduling queue transitions, driven by a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugins.noderesourcesfit import NAME as FIT
+from plugins.noderesourcesfit import NodeResourcesFit, parse_args
+from plugins.prioritysort import PrioritySort
+from plugins.schedulinggates import SchedulingGates
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    QueuedPodInfo,
+)
+from scheduler.model.objects import Node, Pod
+from scheduler.queue.scheduling_queue import (
+    ACTIVE_Q,
+    BACKOFF_Q,
+    GATED_Q,
+    UNSCHEDULABLE_Q,
+    PriorityQueue,
+    QueueProfile,
+)
+
+NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
+POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+NAME_MISMATCH_PLUGIN = "NodeName"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+def pod(name: str, priority: int = 0, cpu: str = "1", gates: tuple[str, ...] = ()) -> Pod:
+    spec: dict[str, Any] = {
+        "schedulerName": "s",
+        "priority": priority,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    return Pod.from_raw({"metadata": {"name": name, "namespace": "ns", "uid": name}, "spec": spec})
+
+
+def node(name: str, cpu: str) -> Node:
+    return Node.from_raw({"metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "pods": "10"}}})
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def queue(clock: FakeClock) -> PriorityQueue:
+    fit = NodeResourcesFit(parse_args({}))
+    gates = SchedulingGates()
+    profile = QueueProfile(
+        less=PrioritySort().less,
+        pre_enqueue=gates.pre_enqueue,
+        events={FIT: fit.events_to_register(), gates.name: gates.events_to_register(), NAME_MISMATCH_PLUGIN: []},
+    )
+    return PriorityQueue({"s": profile}, clock=clock)
+
+
+def fail(queue: PriorityQueue, info: QueuedPodInfo, plugin: str) -> str:
+    info.unschedulable_plugins = {plugin}
+    return queue.add_unschedulable_if_not_present(info)
+
+
+def test_pops_by_priority_then_queue_time(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("low", priority=1))
+    clock.t += 1
+    queue.add(pod("high-late", priority=10))
+    clock.t += 1
+    queue.add(pod("low-late", priority=1))
+    queue.add(pod("high-later", priority=10))
+    order = []
+    while (info := queue.pop_nowait()) is not None:
+        order.append(info.pod.name)
+    assert order == ["high-late", "high-later", "low", "low-late"]
+
+
+def test_backoff_doubles_and_caps(queue: PriorityQueue) -> None:
+    info = QueuedPodInfo(pod=pod("p"), timestamp=0)
+    durations = []
+    for attempts in range(1, 7):
+        info.attempts = attempts
+        durations.append(queue.backoff_duration(info))
+    assert durations == [1, 2, 4, 8, 10, 10]
+
+
+def test_unschedulable_pod_waits_for_a_helpful_event(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p", cpu="8"))
+    info = queue.pop_nowait()
+    assert info is not None
+    queue.done("x")  # unrelated pod finishing does not matter
+    assert fail(queue, info, FIT) == UNSCHEDULABLE_Q
+    # A node too small for the pod: the hint says skip.
+    assert queue.move_all_to_active_or_backoff(NODE_ADD, None, node("small", "4")) == 0
+    assert queue.where("p") == UNSCHEDULABLE_Q
+    # A big enough node while still backing off (1 s after 1 attempt): backoffQ.
+    assert queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16")) == 1
+    assert queue.where("p") == BACKOFF_Q
+    assert queue.flush_backoff_completed() == 0
+    clock.t += 1.01
+    assert queue.flush_backoff_completed() == 1
+    assert queue.where("p") == ACTIVE_Q
+
+
+def test_event_after_backoff_goes_straight_to_active(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p", cpu="8"))
+    info = queue.pop_nowait()
+    assert info is not None
+    fail(queue, info, FIT)
+    clock.t += 5
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))
+    assert queue.where("p") == ACTIVE_Q
+
+
+def test_event_unrelated_to_the_rejecting_plugin_does_not_requeue(queue: PriorityQueue) -> None:
+    queue.add(pod("p"))
+    info = queue.pop_nowait()
+    assert info is not None
+    # NodeName registered no events at all: nothing but the leftover flush helps it.
+    fail(queue, info, NAME_MISMATCH_PLUGIN)
+    assert queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16")) == 0
+    assert queue.move_all_to_active_or_backoff(POD_DELETE, pod("gone"), None) == 0
+    assert queue.where("p") == UNSCHEDULABLE_Q
+
+
+def test_plugin_without_enqueue_extensions_is_woken_by_any_event(queue: PriorityQueue) -> None:
+    queue.add(pod("p"))
+    info = queue.pop_nowait()
+    assert info is not None
+    fail(queue, info, "SomeOutOfTreePlugin")
+    assert queue.move_all_to_active_or_backoff(NODE_ADD, None, node("n", "1")) == 1
+
+
+def test_errors_go_to_backoff(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p"))
+    info = queue.pop_nowait()
+    assert info is not None
+    assert queue.add_unschedulable_if_not_present(info, error=True) == BACKOFF_Q
+    clock.t += 0.5
+    assert queue.flush_backoff_completed() == 0
+    clock.t += 0.6
+    assert queue.flush_backoff_completed() == 1
+    again = queue.pop_nowait()
+    assert again is not None
+    assert again.attempts == 2
+
+
+def test_event_while_in_flight_is_not_lost(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p", cpu="8"))
+    info = queue.pop_nowait()
+    assert info is not None
+    # The node arrives while the pod's cycle is running...
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))
+    clock.t += 2
+    # ...so its failure (computed on the old snapshot) must not park it in unschedulable.
+    assert fail(queue, info, FIT) in (ACTIVE_Q, BACKOFF_Q)
+
+
+def test_leftover_flush_after_five_minutes(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p"))
+    info = queue.pop_nowait()
+    assert info is not None
+    fail(queue, info, NAME_MISMATCH_PLUGIN)
+    clock.t += 299
+    assert queue.flush_unschedulable_leftover() == 0
+    clock.t += 2
+    assert queue.flush_unschedulable_leftover() == 1
+    assert queue.where("p") == ACTIVE_Q
+
+
+def test_gated_pod_waits_until_gates_are_removed(queue: PriorityQueue) -> None:
+    queue.add(pod("p", gates=("example.com/wait",)))
+    assert queue.where("p") == GATED_Q
+    assert queue.pop_nowait() is None
+    assert queue.pending()[GATED_Q] == 1
+    # Cluster events do not release a gated pod.
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))
+    assert queue.where("p") == GATED_Q
+    queue.update(pod("p"))
+    assert queue.where("p") == ACTIVE_Q
+
+
+def test_update_in_place_and_delete(queue: PriorityQueue) -> None:
+    queue.add(pod("a", priority=1))
+    queue.add(pod("b", priority=2))
+    queue.update(pod("a", priority=1, cpu="2"))
+    queue.delete("b")
+    info = queue.pop_nowait()
+    assert info is not None
+    assert info.pod.name == "a"
+    assert info.pod.requests.milli_cpu == 2000
+    assert queue.pop_nowait() is None
+    assert len(queue) == 0
+
+
+def test_activate_moves_unschedulable_and_backoff_pods(queue: PriorityQueue) -> None:
+    queue.add(pod("a"))
+    queue.add(pod("b"))
+    first, second = queue.pop_nowait(), queue.pop_nowait()
+    assert first is not None
+    assert second is not None
+    fail(queue, first, NAME_MISMATCH_PLUGIN)
+    queue.add_unschedulable_if_not_present(second, error=True)
+    queue.activate([first.pod.uid, second.pod.uid])
+    assert queue.where("a") == ACTIVE_Q
+    assert queue.where("b") == ACTIVE_Q
+
+
+async def test_pop_waits_for_a_pod_and_close_releases_it(queue: PriorityQueue) -> None:
+    import asyncio
+
+    waiter = asyncio.create_task(queue.pop())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    queue.add(pod("p"))
+    info = await asyncio.wait_for(waiter, 1)
+    assert info is not None
+    assert info.pod.name == "p"
+    closing = asyncio.create_task(queue.pop())
+    await asyncio.sleep(0)
+    queue.close()
+    assert await asyncio.wait_for(closing, 1) is None
