@@ -1,0 +1,180 @@
+"""schedule_one end to end against the in-memory fake ApiClient."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from scheduler.api.client import ApiError
+from scheduler.api.fake import FakeApiClient
+from scheduler.app import build_scheduler, full_registry
+from scheduler.config import default_config, parse_config
+from scheduler.framework.types import NodeScore
+from scheduler.informers import Informers
+from scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find, select_host
+
+NAME = "secondary-scheduler"
+
+
+def raw_node(name: str, cpu: str = "4", mem: str = "32Gi", pods: str = "110") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "status": {"allocatable": {"cpu": cpu, "memory": mem, "pods": pods}},
+    }
+
+
+def raw_pod(name: str, cpu: str = "1", scheduler: str = NAME, node: str = "", priority: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeName": node,
+            "priority": priority,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "100Mi"}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def setup(config_raw: dict[str, Any] | None = None) -> tuple[Scheduler, Informers, FakeApiClient]:
+    client = FakeApiClient()
+    config = parse_config(config_raw) if config_raw else default_config()
+    sched = build_scheduler(config, full_registry(), client, {})
+    sched.rng = random.Random(7)
+    return sched, Informers(sched), client
+
+
+async def run_queue(sched: Scheduler) -> None:
+    while (info := sched.queue.pop_nowait()) is not None:
+        sched.schedule_one(info)
+        await asyncio.sleep(0)
+    await sched.drain()
+
+
+def test_num_feasible_nodes_to_find_is_adaptive() -> None:
+    assert num_feasible_nodes_to_find(None, 50) == 50
+    assert num_feasible_nodes_to_find(0, 1000) == 1000 * 42 // 100
+    assert num_feasible_nodes_to_find(0, 5000) == 5000 * 10 // 100
+    assert num_feasible_nodes_to_find(0, 100_000) == 100_000 * 5 // 100
+    assert num_feasible_nodes_to_find(10, 500) == 100  # never fewer than 100
+    assert num_feasible_nodes_to_find(100, 500) == 500
+
+
+def test_select_host_picks_the_best_and_breaks_ties_fairly() -> None:
+    rng = random.Random(1)
+    assert select_host([NodeScore("a", 1), NodeScore("b", 5), NodeScore("c", 3)], rng) == "b"
+    picks = [select_host([NodeScore("a", 5), NodeScore("b", 5), NodeScore("c", 1)], rng) for _ in range(400)]
+    assert picks.count("c") == 0
+    assert 150 < picks.count("a") < 250
+
+
+async def test_binds_to_least_allocated_node_and_reports_event() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("busy"))
+    inf.on_node("ADDED", raw_node("idle"))
+    inf.on_pod("ADDED", raw_pod("existing", cpu="3", node="busy", scheduler="default-scheduler"))
+    inf.on_pod("ADDED", raw_pod("p"))
+    await run_queue(sched)
+    assert client.bindings == {"ns/p": "idle"}
+    scheduled = [e for e in client.events if e.reason == "Scheduled"]
+    assert [e.message for e in scheduled] == ["Successfully assigned ns/p to idle"]
+    assert sched.cache.is_assumed("uid-p")
+
+
+async def test_fit_error_message_and_condition() -> None:
+    sched, inf, client = setup()
+    for i in range(3):
+        inf.on_node("ADDED", raw_node(f"n{i}", cpu="1"))
+    inf.on_node("ADDED", raw_node("full", cpu="8", pods="0"))
+    inf.on_pod("ADDED", raw_pod("big", cpu="2"))
+    await run_queue(sched)
+    message = "0/4 nodes are available: 1 Too many pods, 3 Insufficient cpu."
+    assert client.conditions["ns/big"]["reason"] == "Unschedulable"
+    assert client.conditions["ns/big"]["message"] == message
+    assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [message]
+    assert sched.queue.where("uid-big") == "unschedulable"
+
+
+async def test_no_nodes_is_a_scheduler_error_and_backs_off() -> None:
+    sched, inf, client = setup()
+    inf.on_pod("ADDED", raw_pod("p"))
+    await run_queue(sched)
+    assert client.conditions["ns/p"]["reason"] == "SchedulerError"
+    assert client.conditions["ns/p"]["message"] == "no nodes available to schedule pods"
+    assert sched.queue.where("uid-p") == "backoff"
+
+
+async def test_other_schedulers_pods_are_ignored_but_counted() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("n", cpu="2"))
+    inf.on_pod("ADDED", raw_pod("theirs-pending", scheduler="default-scheduler"))
+    inf.on_pod("ADDED", raw_pod("theirs-bound", cpu="1500m", scheduler="default-scheduler", node="n"))
+    inf.on_pod("ADDED", raw_pod("mine", cpu="1"))
+    await run_queue(sched)
+    assert client.bindings == {}
+    assert "ns/theirs-pending" not in client.conditions
+    assert client.conditions["ns/mine"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+async def test_failed_bind_forgets_the_pod_and_requeues_it() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("n"))
+    inf.on_pod("ADDED", raw_pod("p"))
+    client.bind_errors["ns/p"] = ApiError(500, "etcd is sad", "InternalError")
+    await run_queue(sched)
+    assert client.bindings == {}
+    assert not sched.cache.is_assumed("uid-p")
+    info = sched.cache.get_node_info("n")
+    assert info is not None
+    assert info.requested.milli_cpu == 0
+    assert sched.queue.where("uid-p") == "backoff"
+    assert client.conditions["ns/p"]["reason"] == "SchedulerError"
+
+
+async def test_pod_deleted_before_bind_leaves_nothing_behind() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("n"))
+    inf.on_pod("ADDED", raw_pod("p"))
+    info = sched.queue.pop_nowait()
+    assert info is not None
+    client.bind_errors["ns/p"] = ApiError(404, 'pods "p" not found', "NotFound")
+    sched.schedule_one(info)  # assumed; binding task spawned but not yet run
+    assert sched.cache.is_assumed("uid-p")
+    inf.on_pod("DELETED", raw_pod("p"))
+    await sched.drain()
+    assert not sched.cache.is_assumed("uid-p")
+    assert sched.cache.get_pod("uid-p") is None
+    assert sched.queue.where("uid-p") is None
+    assert "ns/p" not in client.conditions
+
+
+async def test_node_add_requeues_a_pod_that_now_fits() -> None:
+    sched, inf, _ = setup()
+    inf.on_node("ADDED", raw_node("small", cpu="1"))
+    inf.on_pod("ADDED", raw_pod("p", cpu="2"))
+    await run_queue(sched)
+    assert sched.queue.where("uid-p") == "unschedulable"
+    inf.on_node("ADDED", raw_node("big", cpu="8"))
+    assert sched.queue.where("uid-p") in ("active", "backoff")
+
+
+async def test_round_robin_start_index_moves_across_cycles() -> None:
+    sched, inf, client = setup(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "percentageOfNodesToScore": 50,
+        }
+    )
+    for i in range(200):
+        inf.on_node("ADDED", raw_node(f"n{i:03d}"))
+    inf.on_pod("ADDED", raw_pod("first"))
+    await run_queue(sched)
+    # 50% of 200 nodes = 100 feasible nodes looked at, all of them fit: the next cycle starts at 100.
+    assert sched.next_start_node_index == 100
+    assert client.bindings["ns/first"] < "n100"
+    inf.on_pod("ADDED", raw_pod("second"))
+    await run_queue(sched)
+    assert client.bindings["ns/second"] >= "n100"
+    assert sched.next_start_node_index == 0
