@@ -73,7 +73,8 @@ def test_plugin_args_reach_the_plugin() -> None:
             ]
         }
     )
-    plugin = fws["packer"].score_plugins[0]
+    plugin = next(p for p in fws["packer"].score_plugins if p.name == "NodeResourcesFit")
+    assert isinstance(plugin, NodeResourcesFit)
     assert plugin.args.strategy == "MostAllocated"
 
 
