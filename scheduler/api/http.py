@@ -18,6 +18,7 @@ import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from scheduler import __version__
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
@@ -46,8 +47,13 @@ class Connection:
         cfg = self.configuration
         if cfg.refresh_api_key_hook is not None:
             cfg.refresh_api_key_hook(cfg)
-        value: str | None = cfg.get_api_key_with_prefix("authorization")
-        return value
+        # The client's own auth settings know every form (token, exec plugin, refreshed SA token).
+        for setting in cfg.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("key", "").lower() == "authorization":
+                value: str | None = setting.get("value")
+                if value:
+                    return value
+        return None
 
 
 def load_connection(kubeconfig: str | None) -> Connection:
@@ -58,6 +64,10 @@ def load_connection(kubeconfig: str | None) -> Connection:
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return Connection(cfg)
+
+
+# The apiserver records this (up to the "/") as the field manager of every write we make.
+USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
 def _now() -> str:
@@ -87,7 +97,7 @@ class HttpApiClient:
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
     ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
