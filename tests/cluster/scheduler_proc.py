@@ -88,7 +88,7 @@ def metrics_text(port: int) -> str:
 
 
 def wait_for(
-    check: Callable[[], T | None | bool], timeout: float = 30, what: str = "condition", interval: float = 0.2
+    check: Callable[[], T | bool | None], timeout: float = 30, what: str = "condition", interval: float = 0.2
 ) -> T:
     deadline = time.monotonic() + timeout
     while True:
