@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from tests.cluster.scheduler_proc import make_node
+from scheduler.testing.workload import make_node
 
 NodeFactory = Callable[..., str]
 

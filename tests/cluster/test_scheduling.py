@@ -9,7 +9,7 @@ import pytest
 from scheduler.model.objects import Resource
 from scheduler.testing.controlplane import ControlPlane
 from tests.cluster.conftest import NodeFactory
-from tests.cluster.scheduler_proc import (
+from scheduler.testing.workload import (
     make_pod,
     metrics_text,
     pod_events,

@@ -1,7 +1,8 @@
-"""Run the scheduler as a real subprocess against the test control plane, and small API helpers.
+"""Run the scheduler as a real subprocess against a control plane; build nodes and pods; poll.
 
-Owns: starting `python -m scheduler run`, waiting for /readyz, stopping it (and failing the test if
-it crashed); polling helpers. Must never: mock anything or leave the process running.
+Shared by the cluster tests, `make demo` and the benchmarks. Owns: starting `python -m scheduler
+run`, waiting for /readyz, stopping it (and failing if it crashed). Must never: mock anything or
+leave the process running.
 """
 
 from __future__ import annotations
