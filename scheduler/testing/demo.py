@@ -61,7 +61,7 @@ def _create_workload(core: Any, scheduling: Any) -> int:
     for group in WORKLOAD:
         for i in range(group.count):
             pod = make_pod(f"{group.name}-{i}", group.scheduler, group.cpu, group.memory, group.priority_class)
-            if group.gated:
+            if group.gated and pod.spec is not None:
                 pod.spec.scheduling_gates = [k8s_client.V1PodSchedulingGate(name="demo.example.com/approval")]
             core.create_namespaced_pod(NAMESPACE, pod)
             ours += group.scheduler == SCHEDULER
@@ -117,8 +117,10 @@ def _report(core: Any, port: int) -> None:
         for pod in per_node[name]:
             for c in pod.spec.containers:
                 used.add(Resource.from_list((c.resources.requests if c.resources else None) or {}, pod.metadata.name))
-        cpu = f"{used.milli_cpu / 1000:.2f}/{alloc.milli_cpu / 1000:.0f} ({100 * used.milli_cpu // max(alloc.milli_cpu, 1)}%)"
-        mem = f"{used.memory / 2**30:.1f}/{alloc.memory / 2**30:.0f}Gi ({100 * used.memory // max(alloc.memory, 1)}%)"
+        cpu_pct = 100 * used.milli_cpu // max(alloc.milli_cpu, 1)
+        mem_pct = 100 * used.memory // max(alloc.memory, 1)
+        cpu = f"{used.milli_cpu / 1000:.2f}/{alloc.milli_cpu / 1000:.0f} ({cpu_pct}%)"
+        mem = f"{used.memory / 2**30:.1f}/{alloc.memory / 2**30:.0f}Gi ({mem_pct}%)"
         print(f"{name:<14}{len(per_node[name]):>5}  {cpu:>27}  {mem:>30}")
     pending = [p for p in pods if not p.spec.node_name]
     print(f"\npending pods: {len(pending)}")
@@ -146,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     print("starting control plane (etcd, kube-apiserver, kwok)...", flush=True)
     with ControlPlane() as plane:
-        api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig), persist_config=False)
+        api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(plane.kubeconfig), persist_config=False
+        )
         try:
             core = k8s_client.CoreV1Api(api)
             scheduling = k8s_client.SchedulingV1Api(api)

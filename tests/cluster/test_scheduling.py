@@ -8,7 +8,6 @@ import pytest
 
 from scheduler.model.objects import Resource
 from scheduler.testing.controlplane import ControlPlane
-from tests.cluster.conftest import NodeFactory
 from scheduler.testing.workload import (
     make_pod,
     metrics_text,
@@ -18,6 +17,7 @@ from scheduler.testing.workload import (
     scheduled_condition,
     wait_for,
 )
+from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
 
