@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-from plugins import defaultbinder, noderesourcesfit, prioritysort, schedulinggates
+from plugins import (
+    defaultbinder,
+    nodename,
+    noderesourcesfit,
+    nodeunschedulable,
+    prioritysort,
+    schedulinggates,
+    tainttoleration,
+)
 from scheduler.framework.registry import Registry
 
-IN_TREE = (prioritysort, schedulinggates, noderesourcesfit, defaultbinder)
+IN_TREE = (
+    prioritysort,
+    schedulinggates,
+    noderesourcesfit,
+    defaultbinder,
+    nodeunschedulable,
+    nodename,
+    tainttoleration,
+)
 
 
 def in_tree_registry() -> Registry:

@@ -1,0 +1,23 @@
+"""Helpers several plugins share (kube-scheduler's plugins/helper). Not a plugin itself."""
+
+from __future__ import annotations
+
+from scheduler.framework.types import NodeScore
+
+
+def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:
+    """Scale scores in place to [0, max_priority] by the highest one; `reverse` flips them.
+
+    When every score is 0 they stay 0, or all become max_priority when reversed.
+    """
+    highest = max((s.score for s in scores), default=0)
+    if highest <= 0:
+        if reverse:
+            for s in scores:
+                s.score = max_priority
+        return
+    for s in scores:
+        product = max_priority * s.score
+        # Go's integer division truncates toward zero; a (rare) negative score must too.
+        scaled = product // highest if product >= 0 else -(-product // highest)
+        s.score = max_priority - scaled if reverse else scaled

@@ -1,0 +1,43 @@
+"""NodeName: a pod that names its node (spec.nodeName) fits only that node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.framework.interface import Handle
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    NodeInfo,
+    Status,
+)
+from scheduler.model.objects import Pod
+
+NAME = "NodeName"
+
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+def fits(pod: Pod, node_info: NodeInfo) -> bool:
+    return not pod.node_name or pod.node_name == node_info.name
+
+
+class NodeName:
+    name = NAME
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if fits(pod, node_info):
+            return None
+        return Status.unresolvable(ERR_REASON, plugin=NAME)
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        # Only a new node can be the one the pod names; no hint narrows that further upstream.
+        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeName:
+    return NodeName()

@@ -1,0 +1,72 @@
+"""NodeUnschedulable: keep pods off cordoned nodes (spec.unschedulable) unless they tolerate it.
+
+A pod tolerates a cordoned node when a toleration of its tolerates the taint
+`node.kubernetes.io/unschedulable:NoSchedule`, whether or not the node carries that taint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.framework.interface import Handle
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    CycleState,
+    EventResource,
+    NodeInfo,
+    QueueingHint,
+    Status,
+)
+from scheduler.model.objects import Node, Pod, Taint
+from scheduler.model.selectors import NO_SCHEDULE, TAINT_NODE_UNSCHEDULABLE, tolerations_of, tolerations_tolerate
+
+NAME = "NodeUnschedulable"
+
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+
+_UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", NO_SCHEDULE)
+
+
+def tolerates_unschedulable(pod: Pod) -> bool:
+    return tolerations_tolerate(tolerations_of(pod), _UNSCHEDULABLE_TAINT)
+
+
+class NodeUnschedulable:
+    name = NAME
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        node = node_info.node
+        if node is None or not node.unschedulable or tolerates_unschedulable(pod):
+            return None
+        return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=NAME)
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_changed),
+            ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), _pod_changed),
+        ]
+
+
+def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A schedulable node appeared, or a cordoned one was uncordoned."""
+    if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+        return QueueingHint.QUEUE
+    if not new.unschedulable and (old is None or old.unschedulable):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """The rejected pod itself now tolerates cordoned nodes."""
+    if not isinstance(new, Pod) or (old is not None and not isinstance(old, Pod)):
+        return QueueingHint.QUEUE
+    if new.uid == pod.uid and tolerates_unschedulable(new):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeUnschedulable:
+    return NodeUnschedulable()
