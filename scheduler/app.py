@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,6 +59,10 @@ def load_scheduler_config(options: Options) -> SchedulerConfig:
     return default_config(options.scheduler_name)
 
 
+def _cache_size(cache: Cache, kind: str) -> int:
+    return cache.sizes()[kind]
+
+
 def build_scheduler(
     config: SchedulerConfig,
     registry: Registry,
@@ -73,7 +78,10 @@ def build_scheduler(
         initial_backoff=config.pod_initial_backoff_seconds,
         max_backoff=config.pod_max_backoff_seconds,
     )
-    return Scheduler(frameworks, queue, Cache(assumed_ttl=assumed_pod_ttl), client)
+    cache = Cache(assumed_ttl=assumed_pod_ttl)
+    for kind in ("nodes", "pods", "assumed_pods"):
+        metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
+    return Scheduler(frameworks, queue, cache, client)
 
 
 def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:

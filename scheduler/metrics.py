@@ -68,3 +68,9 @@ binding_errors = Counter(
     ["extension_point"],
     registry=REGISTRY,
 )
+cache_size = Gauge(
+    "scheduler_cache_size",
+    "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+    ["type"],
+    registry=REGISTRY,
+)

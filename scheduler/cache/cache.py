@@ -185,6 +185,11 @@ class Cache:
             self._image_nodes.setdefault(image, set()).add(node)
         self._images_changed = True
 
+    def sizes(self) -> dict[str, int]:
+        """For the scheduler_cache_size gauge."""
+        assumed = sum(1 for s in self._pods.values() if s.assumed)
+        return {"nodes": self.node_count(), "pods": len(self._pods) - assumed, "assumed_pods": assumed}
+
     def node_names(self) -> list[str]:
         return [name for name, info in self._nodes.items() if info.node is not None]
 

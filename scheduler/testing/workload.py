@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.model.objects import Resource
 from scheduler.testing.controlplane import ControlPlane, free_ports
@@ -28,7 +29,11 @@ T = TypeVar("T")
 
 @contextmanager
 def running_scheduler(
-    plane: ControlPlane, scheduler_name: str, config: Path | None = None, extra_args: tuple[str, ...] = ()
+    plane: ControlPlane,
+    scheduler_name: str,
+    config: Path | None = None,
+    extra_args: tuple[str, ...] = (),
+    python_path: tuple[Path, ...] = (),
 ) -> Iterator[int]:
     """Yields the metrics port of a running scheduler; on exit checks it stopped cleanly."""
     (port,) = free_ports(1)
@@ -50,7 +55,10 @@ def running_scheduler(
     args += ["--config", str(config)] if config else ["--scheduler-name", scheduler_name]
     args += list(extra_args)
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        env = os.environ.copy()
+        if python_path:
+            env["PYTHONPATH"] = os.pathsep.join([*map(str, python_path), env.get("PYTHONPATH", "")])
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(lambda: _ready(port, proc, log_path), timeout=30, what="scheduler /readyz")
         yield port
@@ -86,6 +94,16 @@ def metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         body: bytes = resp.read()
     return body.decode()
+
+
+def metric_value(port: int, sample_name: str, **labels: str) -> float:
+    """Sum of the samples called `sample_name` whose labels include `labels` (0 if none)."""
+    total = 0.0
+    for family in text_string_to_metric_families(metrics_text(port)):
+        for sample in family.samples:
+            if sample.name == sample_name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
 
 
 def wait_for(
