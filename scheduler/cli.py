@@ -27,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
+    run.add_argument(
+        "--assumed-pod-ttl",
+        type=float,
+        default=900.0,
+        help="seconds before a bound-but-unconfirmed assumed pod is dropped; 0 never drops (default: %(default)s)",
+    )
     return parser
 
 
@@ -43,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics_port=args.metrics_port,
             metrics_address=args.metrics_address,
             batch_window=args.batch_window,
+            assumed_pod_ttl=args.assumed_pod_ttl,
         )
 
         async def main_async() -> None:

@@ -138,6 +138,8 @@ class Cache:
 
     def cleanup_expired_assumed_pods(self) -> list[Pod]:
         """Drop assumed pods whose binding finished long ago and was never confirmed."""
+        if self._ttl <= 0:
+            return []  # 0 disables expiry, as kube-scheduler >= 1.23 runs
         now = self._clock()
         expired = [
             s.pod
