@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    nodeaffinity,
     nodename,
+    nodeports,
     noderesourcesfit,
     nodeunschedulable,
     prioritysort,
@@ -21,6 +23,8 @@ IN_TREE = (
     nodeunschedulable,
     nodename,
     tainttoleration,
+    nodeaffinity,
+    nodeports,
 )
 
 

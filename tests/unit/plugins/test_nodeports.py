@@ -1,0 +1,139 @@
+"""NodePorts: host port conflicts by (hostIP, protocol, port), 0.0.0.0 meaning every IP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugins.nodeports import ERR_REASON, NodePorts
+from scheduler.framework.types import Code, CycleState, EventResource, NodeInfo, QueueingHint
+from tests.builders import PodBuilder, make_node, make_pod, node_info
+
+
+def with_ports(name: str, *ports: str, node: str = "m1") -> PodBuilder:
+    """Ports as 'PROTOCOL/hostIP/port', the way upstream's tests spell them."""
+    pod = make_pod(name).node(node)
+    for spec in ports:
+        protocol, ip, port = spec.split("/")
+        pod.host_port(int(port), protocol=protocol, host_ip=ip)
+    return pod
+
+
+def on_node(*pods: PodBuilder) -> NodeInfo:
+    return node_info(make_node("m1"), *pods)
+
+
+@pytest.mark.parametrize(
+    ("pod", "info", "rejected"),
+    [
+        (with_ports("p", "UDP/127.0.0.1/8080"), on_node(with_ports("e", "UDP/127.0.0.1/9090")), False),
+        (with_ports("p", "UDP/127.0.0.1/8080"), on_node(with_ports("e", "UDP/127.0.0.1/8080")), True),
+        (with_ports("p", "TCP/127.0.0.1/8080"), on_node(with_ports("e", "TCP/127.0.0.1/8080")), True),
+        (with_ports("p", "TCP/127.0.0.1/8080"), on_node(with_ports("e", "TCP/127.0.0.2/8080")), False),
+        (with_ports("p", "UDP/127.0.0.1/8080"), on_node(with_ports("e", "TCP/127.0.0.1/8080")), False),
+        (
+            with_ports("p", "UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"),
+            on_node(with_ports("e", "UDP/127.0.0.1/8080")),
+            True,
+        ),
+        (
+            with_ports("p", "TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"),
+            on_node(with_ports("e", "TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081")),
+            True,
+        ),
+        (with_ports("p", "TCP/0.0.0.0/8001"), on_node(with_ports("e", "TCP/127.0.0.1/8001")), True),
+        (
+            with_ports("p", "TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"),
+            on_node(with_ports("e", "TCP/127.0.0.1/8001")),
+            True,
+        ),
+        (with_ports("p", "TCP/127.0.0.1/8001"), on_node(with_ports("e", "TCP/0.0.0.0/8001")), True),
+        (with_ports("p", "UDP/127.0.0.1/8001"), on_node(with_ports("e", "TCP/0.0.0.0/8001")), False),
+        (
+            with_ports("p", "UDP/127.0.0.1/8001"),
+            on_node(with_ports("e", "TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001")),
+            True,
+        ),
+        (make_pod("p").host_port(8001), on_node(with_ports("e", "TCP/0.0.0.0/8001")), True),  # defaults
+        (
+            make_pod("p").host_port(8001, protocol="TCP", host_ip="127.0.0.1"),
+            on_node(make_pod("e").host_port(8001)),
+            True,
+        ),
+        (
+            make_pod("p").spec(
+                initContainers=[
+                    {"name": "s", "restartPolicy": "Always", "ports": [{"containerPort": 1, "hostPort": 8001}]}
+                ]
+            ),
+            on_node(with_ports("e", "TCP/0.0.0.0/8001")),
+            True,
+        ),
+        (  # a sidecar on the node holds its port too
+            with_ports("p", "TCP/0.0.0.0/8001"),
+            on_node(
+                make_pod("e").spec(
+                    initContainers=[
+                        {"name": "s", "restartPolicy": "Always", "ports": [{"containerPort": 1, "hostPort": 8001}]}
+                    ]
+                )
+            ),
+            True,
+        ),
+    ],
+)
+def test_filter(pod: PodBuilder, info: NodeInfo, rejected: bool) -> None:
+    plugin = NodePorts()
+    state = CycleState()
+    result, status = plugin.pre_filter(state, pod.obj(), [info])
+    assert result is None
+    assert status is None
+    status = plugin.filter(state, pod.obj(), info)
+    if not rejected:
+        assert status is None
+        return
+    assert status is not None
+    assert status.code == Code.UNSCHEDULABLE  # preemption may free the port
+    assert status.reasons == ("node(s) didn't have free ports for the requested pod ports",) == (ERR_REASON,)
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        make_pod("p"),
+        make_pod("p").container(ports=[{"containerPort": 80}]),  # no hostPort
+        make_pod("p").spec(initContainers=[{"name": "i", "ports": [{"containerPort": 1, "hostPort": 8001}]}]),
+    ],
+)
+def test_pre_filter_skips_pods_without_host_ports(pod: PodBuilder) -> None:
+    _, status = NodePorts().pre_filter(CycleState(), pod.obj(), [])
+    assert status is not None
+    assert status.code == Code.SKIP
+
+
+def test_filter_without_pre_filter_is_an_error() -> None:
+    status = NodePorts().filter(CycleState(), make_pod("p").obj(), on_node())
+    assert status is not None
+    assert status.code == Code.ERROR
+
+
+POD = make_pod("p").host_port(8080).obj()
+
+
+@pytest.mark.parametrize(
+    ("deleted", "hint"),
+    [
+        ("not-a-pod", QueueingHint.QUEUE),
+        (make_pod("d").obj(), QueueingHint.SKIP),  # never assigned
+        (make_pod("d").node("fake-node").obj(), QueueingHint.SKIP),  # no host ports
+        (make_pod("d").node("fake-node").host_port(8081).obj(), QueueingHint.SKIP),
+        (make_pod("d").node("fake-node").host_port(8080).obj(), QueueingHint.QUEUE),
+        (make_pod("d").nominated_node("fake-node").host_port(8080).obj(), QueueingHint.QUEUE),
+    ],
+)
+def test_pod_deleted_hint(deleted: Any, hint: QueueingHint) -> None:
+    registered = NodePorts().events_to_register()
+    pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.POD)
+    assert pod_hint is not None
+    assert pod_hint(POD, deleted, None) is hint
