@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    imagelocality,
     nodeaffinity,
     nodename,
     nodeports,
+    noderesourcesbalancedallocation,
     noderesourcesfit,
     nodeunschedulable,
     prioritysort,
@@ -25,6 +27,8 @@ IN_TREE = (
     tainttoleration,
     nodeaffinity,
     nodeports,
+    noderesourcesbalancedallocation,
+    imagelocality,
 )
 
 

@@ -1,0 +1,129 @@
+"""NodeResourcesBalancedAllocation: prefer nodes whose resources would be used evenly.
+
+For each configured resource the node offers, the fraction (node's requests + pod's
+requests) / allocatable, capped at 1; the score is (1 - standard deviation of the fractions)
+* 100, truncated. Requests are the real ones (no 100m/200Mi defaults for containers that
+ask for nothing). A pod that asks for none of the configured resources is skipped at
+PreScore, so this plugin adds nothing for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.framework.interface import Handle
+from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from scheduler.model.selectors import aggregate
+
+NAME = "NodeResourcesBalancedAllocation"
+
+DEFAULT_RESOURCES = (CPU, MEMORY)
+
+
+def parse_args(args: Mapping[str, Any]) -> tuple[str, ...]:
+    """The resource names of NodeResourcesBalancedAllocationArgs; errors name the field."""
+    unknown = set(args) - {"resources"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}")
+    resources: Sequence[Mapping[str, Any]] = args.get("resources") or ()
+    if not resources:
+        return DEFAULT_RESOURCES
+    errors: list[str] = []
+    names: list[str] = []
+    for i, spec in enumerate(resources):
+        name = str(spec.get("name") or "")
+        if name in names:
+            errors.append(f'resources[{i}].name: Duplicate value: "{name}"')
+        else:
+            names.append(name)
+        weight = spec.get("weight") or 1  # an unset (or zero) weight defaults to 1
+        if weight != 1:
+            errors.append(f"resources[{i}].weight: Invalid value: {weight}: must be 1")
+    if errors:
+        raise ValueError(aggregate(errors))
+    return tuple(names)
+
+
+def _is_scalar(name: str) -> bool:
+    """Extended, hugepages, attachable-volume and kubernetes.io/-prefixed resources."""
+    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
+
+
+def _allocatable_and_requested(node_info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
+    """(allocatable, requested including the pod) for one resource; (0, 0) leaves it out."""
+    if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        return node_info.allocatable.get(name), node_info.requested.get(name) + pod_request
+    if not _is_scalar(name) or pod_request == 0 or name not in node_info.allocatable.scalar:
+        return 0, 0
+    return node_info.allocatable.scalar[name], node_info.requested.scalar.get(name, 0) + pod_request
+
+
+def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+    fractions = [
+        min(float(req) / float(alloc), 1.0) for req, alloc in zip(requested, allocatable, strict=True) if alloc != 0
+    ]
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        total = 0.0
+        for fraction in fractions:
+            total += fraction
+        mean = total / len(fractions)
+        squares = 0.0
+        for fraction in fractions:
+            squares += (fraction - mean) * (fraction - mean)
+        std = math.sqrt(squares / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    requests: tuple[int, ...]  # per configured resource
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
+
+
+class NodeResourcesBalancedAllocation:
+    name = NAME
+
+    def __init__(self, resources: Sequence[str]) -> None:
+        self.resources = tuple(resources)
+
+    def _requests(self, pod: Pod) -> tuple[int, ...]:
+        return tuple(pod.requests.get(name) for name in self.resources)
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        requests = self._requests(pod)
+        if not any(requests):
+            return Status(Code.SKIP, plugin=NAME)
+        state.write(PRE_SCORE_KEY, _PreScoreState(requests))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        pre = state.get(PRE_SCORE_KEY)
+        requests = pre.requests if pre is not None else self._requests(pod)
+        if pre is None and not any(requests):
+            return 0, None
+        allocatable: list[int] = []
+        requested: list[int] = []
+        for name, pod_request in zip(self.resources, requests, strict=True):
+            alloc, req = _allocatable_and_requested(node_info, name, pod_request)
+            allocatable.append(alloc)
+            requested.append(req if alloc else 0)
+        return balanced_score(requested, allocatable), None
+
+    def score_extensions(self) -> None:
+        return None
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(parse_args(args))

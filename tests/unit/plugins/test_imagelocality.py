@@ -1,0 +1,102 @@
+"""ImageLocality: image sizes present on a node, scaled by how widespread each image is."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from plugins.imagelocality import ImageLocality, normalized_image_name
+from scheduler.framework.types import CycleState
+from tests.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info
+
+MB = 1024 * 1024
+
+
+def images(name: str, *entries: tuple[int, tuple[str, ...]]) -> NodeBuilder:
+    node = make_node(name)
+    for size_mb, names in entries:
+        node.image(size_mb * MB, *names)
+    return node
+
+
+def pod_with(*images: str, init: tuple[str, ...] = ()) -> PodBuilder:
+    pod = make_pod("p")
+    for image in init:
+        pod.init_container(image)
+    for image in images:
+        pod.container(image)
+    return pod
+
+
+N40_300_2000 = (
+    (40, ("gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1")),
+    (300, ("gcr.io/300:latest", "gcr.io/300:v1")),
+    (2000, ("gcr.io/2000:latest",)),
+)
+N250_10 = ((250, ("gcr.io/250:latest",)), (10, ("gcr.io/10:latest", "gcr.io/10:v1")))
+N600_40_900 = ((600, ("gcr.io/600:latest",)), (40, ("gcr.io/40:latest",)), (900, ("gcr.io/900:latest",)))
+N300_600_900 = ((300, ("gcr.io/300:latest",)), (600, ("gcr.io/600:latest",)), (900, ("gcr.io/900:latest",)))
+N4000_30 = ((4000, ("gcr.io/4000:latest",)), (30, ("gcr.io/30:latest",)))
+N20_30_40 = ((20, ("gcr.io/20:latest",)), (30, ("gcr.io/30:latest",)), (40, ("gcr.io/40:latest",)))
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "want"),
+    [
+        (  # 40M/2 is under the 23M floor; 100 * (250M/2 - 23M) / (2000M - 23M) = 5
+            pod_with("gcr.io/40", "gcr.io/250"),
+            [images("n1", *N40_300_2000), images("n2", *N250_10)],
+            [0, 5],
+        ),
+        (pod_with("gcr.io/40", "gcr.io/300"), [images("n1", *N40_300_2000), images("n2", *N250_10)], [7, 0]),
+        (pod_with("gcr.io/10", "gcr.io/4000"), [images("n1", *N4000_30), images("n2", *N250_10)], [100, 0]),
+        (
+            pod_with("gcr.io/10", "gcr.io/4000"),
+            [images("n1", *N4000_30), images("n2", *N250_10), images("n3")],
+            [66, 0, 0],
+        ),
+        (
+            pod_with("gcr.io/300", "gcr.io/600", "gcr.io/900"),
+            [images("n1", *N600_40_900), images("n2", *N300_600_900), images("n3")],
+            [32, 36, 0],
+        ),
+        (pod_with("gcr.io/30", "gcr.io/40"), [images("n1", *N20_30_40), images("n2", *N4000_30)], [1, 0]),
+        (  # init containers count too
+            pod_with("gcr.io/30", init=("gcr.io/300",)),
+            [images("n1", *N40_300_2000), images("n2", *N20_30_40)],
+            [6, 0],
+        ),
+        (pod_with(), [images("n1", *N40_300_2000)], [0]),
+        (  # names are only completed with :latest, never with a registry prefix
+            pod_with("nginx"),
+            [images("n1", (2000, ("docker.io/library/nginx:latest",)))],
+            [0],
+        ),
+    ],
+)
+def test_score(pod: PodBuilder, nodes: list[NodeBuilder], want: list[int]) -> None:
+    infos = [node_info(n) for n in nodes]
+    plugin = ImageLocality(make_handle(*infos))
+    got = []
+    for info in infos:
+        value, status = plugin.score(CycleState(), pod.obj(), info)
+        assert status is None
+        got.append(value)
+    assert got == want
+
+
+DIGEST = "sha256:" + hashlib.sha256(b"root").hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("root", "root:latest"),
+        ("gcr.io:5000/root", "gcr.io:5000/root:latest"),
+        ("root:tag", "root:tag"),
+        (f"root@{DIGEST}", f"root@{DIGEST}"),
+    ],
+)
+def test_normalized_image_name(name: str, want: str) -> None:
+    assert normalized_image_name(name) == want

@@ -1,0 +1,161 @@
+"""NodeResourcesBalancedAllocation: 1 - stddev of the requested fractions, real requests only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugins.noderesourcesbalancedallocation import NodeResourcesBalancedAllocation, balanced_score, parse_args
+from scheduler.framework.types import Code, CycleState
+from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info
+
+GPU = "nvidia.com/gpu"
+DEFAULT = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+WITH_GPU = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": GPU, "weight": 1}]}
+
+
+def cpu_only(name: str, node: str = "") -> PodBuilder:
+    return make_pod(name).node(node).req(cpu="1000m", memory="0").req(cpu="2000m", memory="0")
+
+
+def cpu_and_memory(name: str, node: str = "") -> PodBuilder:
+    return make_pod(name).node(node).req(cpu="1000m", memory="2000").req(cpu="2000m", memory="3000")
+
+
+def cpu_memory_gpu(name: str, node: str = "") -> PodBuilder:
+    return make_pod(name).node(node).req(cpu="1000m", memory="2000").req({GPU: "3"}, cpu="2000m", memory="3000")
+
+
+def node(name: str, milli_cpu: int, memory: int, gpus: int = 0) -> Any:
+    resources: dict[str, Any] = {"cpu": f"{milli_cpu}m", "memory": str(memory)}
+    if gpus:
+        resources[GPU] = str(gpus)
+    return make_node(name).capacity(resources)
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "args", "want"),
+    [
+        (  # node1: cpu 3000/4000, memory 5000/10000 -> (1 - 0.125) * 100; node2 balanced
+            cpu_and_memory("p"),
+            [(node("node1", 4000, 10000), []), (node("node2", 6000, 10000), [])],
+            DEFAULT,
+            [87, 100],
+        ),
+        (
+            cpu_and_memory("p"),
+            [
+                (node("node1", 10000, 20000), [cpu_only("a")]),
+                (node("node2", 10000, 20000), [cpu_and_memory("b")]),
+            ],
+            DEFAULT,
+            [82, 95],
+        ),
+        (
+            cpu_and_memory("p"),
+            [
+                (node("node1", 10000, 20000), [cpu_only("a")]),
+                (node("node2", 10000, 50000), [cpu_and_memory("b")]),
+            ],
+            DEFAULT,
+            [82, 80],
+        ),
+        (  # fractions are capped at 1
+            cpu_only("p"),
+            [(node("node1", 6000, 10000), [cpu_only("a")]), (node("node2", 6000, 10000), [cpu_and_memory("b")])],
+            DEFAULT,
+            [50, 75],
+        ),
+        (  # three resources: population standard deviation
+            make_pod("p").req({GPU: "1"}, memory="0"),
+            [
+                (node("node1", 3500, 40000, gpus=8), [cpu_memory_gpu("b")]),
+                (node("node2", 3500, 40000, gpus=8), [cpu_and_memory("c")]),
+            ],
+            WITH_GPU,
+            [70, 65],
+        ),
+        (  # an extended resource the pod doesn't ask for is left out
+            cpu_and_memory("p"),
+            [(node("node1", 3500, 40000, gpus=8), []), (node("node2", 3500, 40000), [])],
+            WITH_GPU,
+            [63, 63],
+        ),
+        (  # containers without requests count as nothing (no 100m/200Mi defaults)
+            make_pod("p").req(cpu="1"),
+            [(node("node1", 2000, 1000), [make_pod("a").req()])],
+            DEFAULT,
+            [75],
+        ),
+    ],
+)
+def test_score(
+    pod: PodBuilder, nodes: list[tuple[Any, list[PodBuilder]]], args: dict[str, Any], want: list[int]
+) -> None:
+    infos = [node_info(n, *pods) for n, pods in nodes]
+    plugin = NodeResourcesBalancedAllocation(parse_args(args))
+    for run_pre_score in (True, False):  # Score works out the requests itself when PreScore did not run
+        state = CycleState()
+        if run_pre_score:
+            assert plugin.pre_score(state, pod.obj(), infos) is None
+        got = []
+        for info in infos:
+            value, status = plugin.score(state, pod.obj(), info)
+            assert status is None
+            got.append(value)
+        assert got == want
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [make_pod("p"), make_pod("p").req(), make_pod("p").req(ephemeral_storage="1Gi")],
+)
+def test_pre_score_skips_pods_requesting_none_of_the_resources(pod: PodBuilder) -> None:
+    status = NodeResourcesBalancedAllocation(parse_args({})).pre_score(CycleState(), pod.obj(), [])
+    assert status is not None
+    assert status.code == Code.SKIP
+
+
+def test_balanced_score_with_no_resource_on_the_node() -> None:
+    assert balanced_score([0, 0], [0, 0]) == 100
+
+
+@pytest.mark.parametrize(
+    ("args", "resources"),
+    [
+        ({}, ("cpu", "memory")),
+        ({"resources": []}, ("cpu", "memory")),
+        ({"resources": [{"name": "cpu"}, {"name": GPU, "weight": 0}]}, ("cpu", GPU)),  # weight defaults to 1
+    ],
+)
+def test_args(args: dict[str, Any], resources: tuple[str, ...]) -> None:
+    assert parse_args(args) == resources
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"resources": [{"name": "cpu", "weight": 2}]}, "resources[0].weight: Invalid value: 2: must be 1"),
+        (
+            {"resources": [{"name": "cpu"}, {"name": "cpu"}]},
+            'resources[1].name: Duplicate value: "cpu"',
+        ),
+        (
+            {"resources": [{"name": "cpu", "weight": 3}, {"name": "cpu"}]},
+            '[resources[0].weight: Invalid value: 3: must be 1, resources[1].name: Duplicate value: "cpu"]',
+        ),
+        ({"resource": []}, "unknown field(s) ['resource']"),
+    ],
+)
+def test_invalid_args(args: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        parse_args(args)
+    assert str(err.value) == message
+
+
+def test_factory_builds_from_empty_args() -> None:
+    from plugins import noderesourcesbalancedallocation
+
+    plugin = noderesourcesbalancedallocation.new({}, make_handle())
+    assert plugin.resources == ("cpu", "memory")
