@@ -16,8 +16,9 @@ from typing import Any
 
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.interface import ScorePlugin
 from scheduler.framework.runtime import FrameworkHandle
-from scheduler.framework.types import NodeInfo
+from scheduler.framework.types import CycleState, NodeInfo, NodeScore
 from scheduler.model.objects import Node, Pod
 
 Raw = dict[str, Any]
@@ -255,3 +256,17 @@ def snapshot(*infos: NodeInfo) -> Snapshot:
 def make_handle(*infos: NodeInfo) -> FrameworkHandle:
     """A framework handle over a snapshot of these nodes, with the in-memory api client."""
     return FrameworkHandle(FakeApiClient(), snapshot(*infos))
+
+
+def run_score(plugin: ScorePlugin, state: CycleState, pod: Pod, infos: Sequence[NodeInfo]) -> list[int]:
+    """Score every node, then normalise when the plugin has NormalizeScore (weights not applied)."""
+    scores: list[NodeScore] = []
+    for info in infos:
+        value, status = plugin.score(state, pod, info)
+        assert status is None, status
+        scores.append(NodeScore(info.name, value))
+    extensions = plugin.score_extensions()
+    if extensions is not None:
+        status = extensions.normalize_score(state, pod, scores)
+        assert status is None, status
+    return [s.score for s in scores]

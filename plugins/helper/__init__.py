@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from scheduler.framework.types import NodeScore
+
+
+def unexpected_objects(kind: type, old: Any, new: Any) -> bool:
+    """Whether a queueing hint got objects other than `kind` (old may be None for an add).
+
+    Upstream's hints return Queue (with an error) then, so that no pod is stranded.
+    """
+    return not isinstance(new, kind) or (old is not None and not isinstance(old, kind))
 
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:

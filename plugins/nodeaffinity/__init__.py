@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_score
+from plugins.helper import default_normalize_score, unexpected_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -62,9 +62,11 @@ class NodeAffinityArgs:
 
 def parse_args(args: Mapping[str, Any]) -> NodeAffinityArgs:
     """Validate NodeAffinityArgs; errors name the field (addedAffinity.…)."""
-    unknown = set(args) - {"addedAffinity"}
+    unknown = set(args) - {"addedAffinity", "apiVersion", "kind"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
+    if args.get("kind", "NodeAffinityArgs") != "NodeAffinityArgs":
+        raise ValueError(f'kind: Unsupported value: "{args["kind"]}": supported values: "NodeAffinityArgs"')
     added: Mapping[str, Any] | None = args.get("addedAffinity")
     if added is None:
         return NodeAffinityArgs()
@@ -216,7 +218,7 @@ class NodeAffinity:
 
     def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node was added that matches, or changed from not matching to matching."""
-        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+        if unexpected_objects(Node, old, new):
             return QueueingHint.QUEUE
         if self.added_required is not None and not self.added_required.matches(new):
             return QueueingHint.SKIP

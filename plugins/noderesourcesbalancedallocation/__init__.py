@@ -26,9 +26,12 @@ DEFAULT_RESOURCES = (CPU, MEMORY)
 
 def parse_args(args: Mapping[str, Any]) -> tuple[str, ...]:
     """The resource names of NodeResourcesBalancedAllocationArgs; errors name the field."""
-    unknown = set(args) - {"resources"}
+    unknown = set(args) - {"resources", "apiVersion", "kind"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
+    kind = "NodeResourcesBalancedAllocationArgs"
+    if args.get("kind", kind) != kind:
+        raise ValueError(f'kind: Unsupported value: "{args["kind"]}": supported values: "{kind}"')
     resources: Sequence[Mapping[str, Any]] = args.get("resources") or ()
     if not resources:
         return DEFAULT_RESOURCES

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from plugins.helper import unexpected_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
     ActionType,
@@ -52,7 +53,7 @@ class NodeUnschedulable:
 
 def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """A schedulable node appeared, or a cordoned one was uncordoned."""
-    if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+    if unexpected_objects(Node, old, new):
         return QueueingHint.QUEUE
     if not new.unschedulable and (old is None or old.unschedulable):
         return QueueingHint.QUEUE
@@ -61,7 +62,7 @@ def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """The rejected pod itself now tolerates cordoned nodes."""
-    if not isinstance(new, Pod) or (old is not None and not isinstance(old, Pod)):
+    if unexpected_objects(Pod, old, new):
         return QueueingHint.QUEUE
     if new.uid == pod.uid and tolerates_unschedulable(new):
         return QueueingHint.QUEUE

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_score
+from plugins.helper import default_normalize_score, unexpected_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -107,7 +107,7 @@ class TaintToleration:
 
 def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """The pod now tolerates every NoSchedule/NoExecute taint of a node it did not before."""
-    if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+    if unexpected_objects(Node, old, new):
         return QueueingHint.QUEUE
     was_untolerated = old is None or untolerated_taint(old, pod) is not None
     if was_untolerated and untolerated_taint(new, pod) is None:
@@ -117,7 +117,7 @@ def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """The rejected pod itself gained tolerations."""
-    if not isinstance(new, Pod) or (old is not None and not isinstance(old, Pod)):
+    if unexpected_objects(Pod, old, new):
         return QueueingHint.QUEUE
     if new.uid != pod.uid or (old is not None and tolerations_of(old) == tolerations_of(new)):
         return QueueingHint.SKIP

@@ -8,7 +8,7 @@ import pytest
 
 from plugins.imagelocality import ImageLocality, normalized_image_name
 from scheduler.framework.types import CycleState
-from tests.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info
+from tests.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
 MB = 1024 * 1024
 
@@ -78,12 +78,7 @@ N20_30_40 = ((20, ("gcr.io/20:latest",)), (30, ("gcr.io/30:latest",)), (40, ("gc
 def test_score(pod: PodBuilder, nodes: list[NodeBuilder], want: list[int]) -> None:
     infos = [node_info(n) for n in nodes]
     plugin = ImageLocality(make_handle(*infos))
-    got = []
-    for info in infos:
-        value, status = plugin.score(CycleState(), pod.obj(), info)
-        assert status is None
-        got.append(value)
-    assert got == want
+    assert run_score(plugin, CycleState(), pod.obj(), infos) == want
 
 
 DIGEST = "sha256:" + hashlib.sha256(b"root").hexdigest()

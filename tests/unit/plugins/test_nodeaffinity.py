@@ -13,9 +13,9 @@ from plugins.nodeaffinity import (
     NodeAffinity,
     parse_args,
 )
-from scheduler.framework.types import Code, CycleState, NodeScore, PreFilterResult, QueueingHint, Status
+from scheduler.framework.types import Code, CycleState, PreFilterResult, QueueingHint, Status
 from scheduler.model.selectors import SelectorError
-from tests.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, term
+from tests.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, run_score, term
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -226,13 +226,7 @@ def test_score(pod: PodBuilder, nodes: list[dict[str, str]], args: dict[str, Any
                 assert status.code == Code.SKIP
                 return
             assert status is None
-        scores = []
-        for info in infos:
-            value, status = plugin.score(state, pod.obj(), info)
-            assert status is None
-            scores.append(NodeScore(info.name, value))
-        assert plugin.score_extensions().normalize_score(state, pod.obj(), scores) is None
-        assert [s.score for s in scores] == want
+        assert run_score(plugin, state, pod.obj(), infos) == want
 
 
 def test_pre_score_reports_a_broken_preferred_term() -> None:
@@ -282,6 +276,14 @@ def test_invalid_args_name_the_field(args: dict[str, Any], message: str) -> None
 def test_unknown_args_are_rejected() -> None:
     with pytest.raises(ValueError, match="unknown field"):
         parse_args({"addedAfinity": {}})
+    with pytest.raises(ValueError, match="kind: Unsupported value"):
+        parse_args({"kind": "NodeResourcesFitArgs"})
+
+
+def test_typed_args_are_accepted() -> None:
+    args = parse_args({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeAffinityArgs"})
+    assert args.added_required is None
+    assert args.added_preferred is None
 
 
 POD = make_pod("p").node_affinity_in("foo", ["bar"]).obj()

@@ -8,7 +8,7 @@ import pytest
 
 from plugins.noderesourcesbalancedallocation import NodeResourcesBalancedAllocation, balanced_score, parse_args
 from scheduler.framework.types import Code, CycleState
-from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info
+from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
 GPU = "nvidia.com/gpu"
 DEFAULT = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
@@ -99,12 +99,7 @@ def test_score(
         state = CycleState()
         if run_pre_score:
             assert plugin.pre_score(state, pod.obj(), infos) is None
-        got = []
-        for info in infos:
-            value, status = plugin.score(state, pod.obj(), info)
-            assert status is None
-            got.append(value)
-        assert got == want
+        assert run_score(plugin, state, pod.obj(), infos) == want
 
 
 @pytest.mark.parametrize(
@@ -127,6 +122,10 @@ def test_balanced_score_with_no_resource_on_the_node() -> None:
         ({}, ("cpu", "memory")),
         ({"resources": []}, ("cpu", "memory")),
         ({"resources": [{"name": "cpu"}, {"name": GPU, "weight": 0}]}, ("cpu", GPU)),  # weight defaults to 1
+        (
+            {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "NodeResourcesBalancedAllocationArgs"},
+            ("cpu", "memory"),
+        ),
     ],
 )
 def test_args(args: dict[str, Any], resources: tuple[str, ...]) -> None:
@@ -146,6 +145,10 @@ def test_args(args: dict[str, Any], resources: tuple[str, ...]) -> None:
             '[resources[0].weight: Invalid value: 3: must be 1, resources[1].name: Duplicate value: "cpu"]',
         ),
         ({"resource": []}, "unknown field(s) ['resource']"),
+        (
+            {"kind": "NodeAffinityArgs"},
+            'kind: Unsupported value: "NodeAffinityArgs": supported values: "NodeResourcesBalancedAllocationArgs"',
+        ),
     ],
 )
 def test_invalid_args(args: dict[str, Any], message: str) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from plugins.tainttoleration import ERR_REASON_UNTOLERATED, TaintToleration
-from scheduler.framework.types import Code, CycleState, EventResource, NodeScore, QueueingHint
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, node_info
+from scheduler.framework.types import Code, CycleState, EventResource, QueueingHint
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, node_info, run_score
 
 
 def tainted(name: str, *taints: tuple[str, str, str]) -> NodeBuilder:
@@ -131,13 +131,7 @@ def test_score(pod: PodBuilder, nodes: list[NodeBuilder], want: list[int]) -> No
     state = CycleState()
     infos = [node_info(n) for n in nodes]
     assert plugin.pre_score(state, pod.obj(), infos) is None
-    scores = []
-    for info in infos:
-        value, status = plugin.score(state, pod.obj(), info)
-        assert status is None
-        scores.append(NodeScore(info.name, value))
-    assert plugin.score_extensions().normalize_score(state, pod.obj(), scores) is None
-    assert [s.score for s in scores] == want
+    assert run_score(plugin, state, pod.obj(), infos) == want
 
 
 def test_score_without_pre_score_is_an_error() -> None:
