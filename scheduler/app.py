@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import socket
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,7 @@ from plugins.registry import in_tree_registry
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.http import Connection, HttpApiClient, load_connection
+from scheduler.api.leaderelection import LeaseElector, run_as_leader
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.registry import Registry, load_entry_points
@@ -45,6 +48,12 @@ class Options:
     metrics_address: str = "0.0.0.0"
     batch_window: float = 0.01
     assumed_pod_ttl: float = 900.0
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "secondary-scheduler"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 def full_registry() -> Registry:
@@ -207,7 +216,20 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
             )
         )
         ready.set()
-        tasks.append(asyncio.create_task(scheduler.run(), name="schedule-loop"))
+        if options.leader_elect:
+            elector = LeaseElector(
+                client,
+                options.lease_namespace,
+                options.lease_name,
+                identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+            )
+            leading = run_as_leader(elector, stop, scheduler.run)
+        else:
+            leading = scheduler.run()
+        tasks.append(asyncio.create_task(leading, name="schedule-loop"))
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
         waiter = asyncio.create_task(stop.wait(), name="stop")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -28,6 +29,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
     run.add_argument(
+        "--leader-elect",
+        default=True,
+        action=argparse.BooleanOptionalAction,
+        help="schedule only while holding the lease (default: %(default)s, as kube-scheduler)",
+    )
+    run.add_argument(
+        "--leader-elect-resource-namespace",
+        default=os.environ.get("POD_NAMESPACE", "kube-system"),
+        help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)",
+    )
+    run.add_argument("--leader-elect-resource-name", default="secondary-scheduler", help="name of the Lease")
+    run.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
+    run.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
+    run.add_argument("--leader-elect-retry-period", type=float, default=2.0)
+    run.add_argument(
         "--assumed-pod-ttl",
         type=float,
         default=900.0,
@@ -50,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             metrics_address=args.metrics_address,
             batch_window=args.batch_window,
             assumed_pod_ttl=args.assumed_pod_ttl,
+            leader_elect=args.leader_elect,
+            lease_namespace=args.leader_elect_resource_namespace,
+            lease_name=args.leader_elect_resource_name,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
         )
 
         async def main_async() -> None:
