@@ -65,9 +65,7 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
             f'"{LEAST_ALLOCATED}", "{MOST_ALLOCATED}", "{REQUESTED_TO_CAPACITY_RATIO}"'
         )
     resources = []
-    for i, item in enumerate(
-        strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})
-    ):
+    for i, item in enumerate(strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})):
         weight = item.get("weight", 1)
         if not isinstance(weight, int) or not 1 <= weight <= 100:
             raise ValueError(
@@ -80,9 +78,7 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
     if kind == REQUESTED_TO_CAPACITY_RATIO:
         points = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
         if not points:
-            raise ValueError(
-                "scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point"
-            )
+            raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point")
         for i, point in enumerate(points):
             util, score = point.get("utilization", 0), point.get("score", 0)
             if not 0 <= util <= MAX_UTILIZATION:
@@ -90,9 +86,7 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
                     f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: must be in [0, 100]"
                 )
             if not 0 <= score <= MAX_CUSTOM_SCORE:
-                raise ValueError(
-                    f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: must be in [0, 10]"
-                )
+                raise ValueError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: must be in [0, 10]")
             if shape and util <= shape[-1][0]:
                 raise ValueError(
                     f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: values must be sorted "
@@ -150,10 +144,7 @@ def insufficient_resources(
         out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
     if requests.memory > 0 and requests.memory > alloc.memory - used.memory:
         out.append(("Insufficient memory", requests.memory > alloc.memory))
-    if (
-        requests.ephemeral_storage > 0
-        and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
-    ):
+    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
         out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
     for name, amount in requests.scalar.items():
         if amount == 0:
@@ -250,17 +241,13 @@ class NodeResourcesFit:
         return pod.requests.get(resource)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        state.write(
-            PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources))
-        )
+        state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))
         return None
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         pre = state.get(PRE_SCORE_KEY)
         requests = (
-            pre.requests
-            if pre is not None
-            else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
+            pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
         )
         alloc = node_info.allocatable
         total = weight_sum = 0
@@ -294,9 +281,7 @@ class NodeResourcesFit:
             ClusterEventWithHint(
                 ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE), _pod_freed
             ),
-            ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew
-            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew),
         ]
 
 
@@ -306,9 +291,7 @@ def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE if isinstance(old, Pod) and old.node_name else QueueingHint.SKIP
     if isinstance(old, Pod) and isinstance(new, Pod):
         shrank = (
-            new.requests.milli_cpu < old.requests.milli_cpu
-            or new.requests.memory < old.requests.memory
-            or new.terminal
+            new.requests.milli_cpu < old.requests.milli_cpu or new.requests.memory < old.requests.memory or new.terminal
         )
         return QueueingHint.QUEUE if shrank else QueueingHint.SKIP
     return QueueingHint.SKIP
@@ -328,9 +311,7 @@ def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
         or (req.milli_cpu > 0 and b.milli_cpu > a.milli_cpu)
         or (req.memory > 0 and b.memory > a.memory)
         or (req.ephemeral_storage > 0 and b.ephemeral_storage > a.ephemeral_storage)
-        or any(
-            amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items()
-        )
+        or any(amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items())
     )
     return QueueingHint.QUEUE if grew and fits(pod, new) else QueueingHint.SKIP
 
