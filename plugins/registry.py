@@ -11,6 +11,7 @@ from plugins import (
     noderesourcesbalancedallocation,
     noderesourcesfit,
     nodeunschedulable,
+    podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
@@ -29,6 +30,7 @@ IN_TREE = (
     nodeports,
     noderesourcesbalancedallocation,
     imagelocality,
+    podtopologyspread,
 )
 
 

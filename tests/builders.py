@@ -23,6 +23,9 @@ from scheduler.model.objects import Node, Pod
 
 Raw = dict[str, Any]
 
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
 
 def _resources(resources: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, str]:
     """Merge an explicit mapping with keyword resources (ephemeral_storage -> ephemeral-storage)."""
@@ -151,6 +154,67 @@ class PodBuilder:
         preferred.append({"weight": weight, "preference": copy.deepcopy(preference)})
         return self
 
+    def terminating(self) -> PodBuilder:
+        self.raw["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        return self
+
+    def owner(self, kind: str, name: str, api_version: str = "apps/v1", controller: bool = True) -> PodBuilder:
+        """An ownerReference (the controlling one unless controller=False)."""
+        ref: Raw = {"apiVersion": api_version, "kind": kind, "name": name, "uid": f"{kind}/{name}"}
+        if controller:
+            ref["controller"] = True
+        self.raw["metadata"].setdefault("ownerReferences", []).append(ref)
+        return self
+
+    def spread_constraint(
+        self,
+        max_skew: int,
+        topology_key: str,
+        when: str = "DoNotSchedule",
+        selector: Raw | None = None,
+        *,
+        min_domains: int | None = None,
+        node_affinity_policy: str | None = None,
+        node_taints_policy: str | None = None,
+        match_label_keys: Sequence[str] = (),
+    ) -> PodBuilder:
+        """A topologySpreadConstraint; selector is a raw LabelSelector (see label_selector())."""
+        entry: Raw = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when}
+        optional = (
+            ("labelSelector", copy.deepcopy(selector)),
+            ("minDomains", min_domains),
+            ("nodeAffinityPolicy", node_affinity_policy),
+            ("nodeTaintsPolicy", node_taints_policy),
+            ("matchLabelKeys", list(match_label_keys) or None),
+        )
+        entry.update({k: v for k, v in optional if v is not None})
+        self._spec.setdefault("topologySpreadConstraints", []).append(entry)
+        return self
+
+    def _pod_affinity(self, kind: str, when: str) -> list[Raw]:
+        section: Raw = self._spec.setdefault("affinity", {}).setdefault(kind, {})
+        terms: list[Raw] = section.setdefault(when, [])
+        return terms
+
+    def pod_affinity(self, *terms: Raw) -> PodBuilder:
+        """Required podAffinity terms (see affinity_term())."""
+        self._pod_affinity("podAffinity", _REQUIRED).extend(copy.deepcopy(list(terms)))
+        return self
+
+    def pod_anti_affinity(self, *terms: Raw) -> PodBuilder:
+        self._pod_affinity("podAntiAffinity", _REQUIRED).extend(copy.deepcopy(list(terms)))
+        return self
+
+    def preferred_pod_affinity(self, weight: int, affinity: Raw) -> PodBuilder:
+        entry = {"weight": weight, "podAffinityTerm": copy.deepcopy(affinity)}
+        self._pod_affinity("podAffinity", _PREFERRED).append(entry)
+        return self
+
+    def preferred_pod_anti_affinity(self, weight: int, affinity: Raw) -> PodBuilder:
+        entry = {"weight": weight, "podAffinityTerm": copy.deepcopy(affinity)}
+        self._pod_affinity("podAntiAffinity", _PREFERRED).append(entry)
+        return self
+
     def spec(self, **fields: Any) -> PodBuilder:
         """Set raw spec fields directly, for anything without a dedicated method."""
         self._spec.update(copy.deepcopy(fields))
@@ -231,6 +295,33 @@ def term(*expressions: Raw, fields: Sequence[Raw] = ()) -> Raw:
 def name_in(*names: str) -> Raw:
     """A matchFields requirement on metadata.name."""
     return expr("metadata.name", "In", *names)
+
+
+def label_selector(match_labels: Mapping[str, str] | None = None, *expressions: Raw) -> Raw:
+    """A metav1.LabelSelector; label_selector() selects everything, expr(...) adds matchExpressions."""
+    out: Raw = {}
+    if match_labels:
+        out["matchLabels"] = dict(match_labels)
+    if expressions:
+        out["matchExpressions"] = list(expressions)
+    return out
+
+
+def affinity_term(
+    topology_key: str,
+    selector: Raw | None,
+    namespaces: Sequence[str] | None = None,
+    namespace_selector: Raw | None = None,
+) -> Raw:
+    """A PodAffinityTerm."""
+    out: Raw = {"topologyKey": topology_key}
+    if selector is not None:
+        out["labelSelector"] = selector
+    if namespaces is not None:
+        out["namespaces"] = list(namespaces)
+    if namespace_selector is not None:
+        out["namespaceSelector"] = namespace_selector
+    return out
 
 
 def _as_pod(pod: Pod | PodBuilder) -> Pod:

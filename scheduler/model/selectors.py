@@ -133,13 +133,25 @@ def _render(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _invalid(path: str, value: Any, detail: str) -> str:
+def invalid_value(path: str, value: Any, detail: str) -> str:
     return f"{path}: Invalid value: {_render(value)}: {detail}"
 
 
-def _unsupported(path: str, value: Any, supported: Iterable[str]) -> str:
+def unsupported_value(path: str, value: Any, supported: Iterable[str]) -> str:
     quoted = ", ".join(f'"{s}"' for s in supported)
     return f"{path}: Unsupported value: {_render(value)}: supported values: {quoted}"
+
+
+def required_value(path: str, detail: str) -> str:
+    return f"{path}: Required value: {detail}"
+
+
+def forbidden(path: str, detail: str) -> str:
+    return f"{path}: Forbidden: {detail}"
+
+
+def duplicate_value(path: str, value: Any) -> str:
+    return f"{path}: Duplicate value: {_render(value)}"
 
 
 def _child(path: str, name: str) -> str:
@@ -211,33 +223,35 @@ def _requirement_errors(key: str, operator: str, values: tuple[str, ...] | None,
     errors: list[str] = []
     key_errors = qualified_name_errors(key)
     if key_errors:
-        errors.append(_invalid(_child(path, "key"), key, "; ".join(key_errors)))
+        errors.append(invalid_value(_child(path, "key"), key, "; ".join(key_errors)))
     vals = values or ()
     values_path = _child(path, "values")
     shown: Any = list(values) if values is not None else None
     if operator in (IN, NOT_IN):
         if not vals:
-            errors.append(_invalid(values_path, shown, "for 'in', 'notin' operators, values set can't be empty"))
+            errors.append(invalid_value(values_path, shown, "for 'in', 'notin' operators, values set can't be empty"))
     elif operator == EQUALS:
         if len(vals) != 1:
-            errors.append(_invalid(values_path, shown, "exact-match compatibility requires one single value"))
+            errors.append(invalid_value(values_path, shown, "exact-match compatibility requires one single value"))
     elif operator in (EXISTS, DOES_NOT_EXIST):
         if vals:
-            errors.append(_invalid(values_path, shown, "values set must be empty for exists and does not exist"))
+            errors.append(invalid_value(values_path, shown, "values set must be empty for exists and does not exist"))
     elif operator in (GT, LT):
         if len(vals) != 1:
-            errors.append(_invalid(values_path, shown, "for 'Gt', 'Lt' operators, exactly one value is required"))
+            errors.append(invalid_value(values_path, shown, "for 'Gt', 'Lt' operators, exactly one value is required"))
         for i, value in enumerate(vals):
             if _parse_int64(value) is None:
                 errors.append(
-                    _invalid(f"{values_path}[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer")
+                    invalid_value(
+                        f"{values_path}[{i}]", value, "for 'Gt', 'Lt' operators, the value must be an integer"
+                    )
                 )
     else:
-        errors.append(_unsupported(_child(path, "operator"), operator, (*NODE_SELECTOR_OPERATORS, EQUALS)))
+        errors.append(unsupported_value(_child(path, "operator"), operator, (*NODE_SELECTOR_OPERATORS, EQUALS)))
     for i, value in enumerate(vals):
         value_errors = label_value_errors(value)
         if value_errors:
-            errors.append(_invalid(f"{values_path}[{i}][{key}]", value, "; ".join(value_errors)))
+            errors.append(invalid_value(f"{values_path}[{i}][{key}]", value, "; ".join(value_errors)))
     return errors
 
 
@@ -343,7 +357,7 @@ def parse_node_selector_term(raw: Mapping[str, Any], path: str = "") -> NodeSele
             expr_path = f"{base}[{i}]"
             operator = expr.get("operator") or ""
             if operator not in NODE_SELECTOR_OPERATORS:
-                errors.append(_unsupported(_child(expr_path, "operator"), operator, NODE_SELECTOR_OPERATORS))
+                errors.append(unsupported_value(_child(expr_path, "operator"), operator, NODE_SELECTOR_OPERATORS))
                 continue
             key = expr.get("key") or ""
             values = _strings(expr.get("values"))
@@ -360,10 +374,10 @@ def parse_node_selector_term(raw: Mapping[str, Any], path: str = "") -> NodeSele
             operator = expr.get("operator") or ""
             values = _strings(expr.get("values"))
             if operator not in FIELD_SELECTOR_OPERATORS:
-                errors.append(_unsupported(_child(expr_path, "operator"), operator, FIELD_SELECTOR_OPERATORS))
+                errors.append(unsupported_value(_child(expr_path, "operator"), operator, FIELD_SELECTOR_OPERATORS))
             elif len(values or ()) != 1:
                 shown = list(values) if values is not None else None
-                errors.append(_invalid(_child(expr_path, "values"), shown, "must have one element"))
+                errors.append(invalid_value(_child(expr_path, "values"), shown, "must have one element"))
             else:
                 fields.append(Requirement(expr.get("key") or "", operator, values or ()))
     if errors:

@@ -1,0 +1,384 @@
+"""PodTopologySpread: spread matching pods evenly across topology domains.
+
+Hard constraints (whenUnsatisfiable: DoNotSchedule) filter: PreFilter counts, once per
+cycle, the matching pods of every domain each constraint sees (nodes it counts under
+nodeAffinityPolicy / nodeTaintsPolicy); Filter rejects a node when placing the pod there
+would leave its domain more than maxSkew above the least populated one (taken as 0 while
+fewer than minDomains domains exist). Soft constraints (ScheduleAnyway) score: PreScore
+counts per domain, Score weighs each constraint's count by log(domains + 2) plus
+maxSkew - 1, NormalizeScore reverses so the emptiest node scores 100. Pods without
+constraints get the configured defaults, selecting the pods of their Services and
+controller. AddPod/RemovePod adjust only this plugin's PreFilter counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from plugins.podtopologyspread.constraints import (
+    DO_NOT_SCHEDULE,
+    HONOR,
+    HOSTNAME_LABEL,
+    NO_DOMAIN_MINIMUM,
+    SCHEDULE_ANYWAY,
+    NodeEligibility,
+    SpreadConstraint,
+    count_matching,
+    has_all_topology_keys,
+    parse_constraints,
+    round_half_away_from_zero,
+    score_for_count,
+    topology_normalizing_weight,
+)
+from plugins.podtopologyspread.defaults import (
+    PodTopologySpreadArgs,
+    WorkloadLister,
+    default_selector,
+    parse_args,
+)
+from scheduler.framework.interface import Handle
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    NodeInfo,
+    NodeScore,
+    PreFilterResult,
+    QueueingHint,
+    StateKey,
+    Status,
+)
+from scheduler.model.objects import Node, Pod
+from scheduler.model.selectors import SelectorError, required_node_affinity, tolerations_of
+
+NAME = "PodTopologySpread"
+
+ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
+
+
+class _DomainCounts:
+    """Matching pods per domain (topology value) of one constraint, with the smallest count at hand.
+
+    The minimum is kept exactly: lowered on the spot, recomputed lazily only when the
+    domain holding it grows, so Filter reads it in O(1) while AddPod/RemovePod stay cheap.
+    """
+
+    __slots__ = ("_minimum", "counts")
+
+    def __init__(self, counts: dict[str, int], minimum: int | None = None) -> None:
+        self.counts = counts
+        self._minimum = minimum
+
+    def minimum(self) -> int:
+        if self._minimum is None:
+            self._minimum = min(self.counts.values(), default=NO_DOMAIN_MINIMUM)
+        return self._minimum
+
+    def add(self, domain: str, delta: int) -> None:
+        old = self.counts.get(domain)
+        new = (old or 0) + delta
+        self.counts[domain] = new
+        if self._minimum is None:
+            return
+        if new < self._minimum:
+            self._minimum = new
+        elif old == self._minimum and new > old:
+            self._minimum = None
+
+    def clone(self) -> _DomainCounts:
+        return _DomainCounts(dict(self.counts), self._minimum)
+
+
+@dataclass(slots=True)
+class _PreFilterState:
+    constraints: tuple[SpreadConstraint, ...]
+    domains: list[_DomainCounts]
+    eligibility: NodeEligibility  # the incoming pod's node affinity and tolerations
+
+    def clone(self) -> _PreFilterState:
+        return _PreFilterState(self.constraints, [d.clone() for d in self.domains], self.eligibility)
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    constraints: tuple[SpreadConstraint, ...]
+    ignored_nodes: frozenset[str]  # filtered nodes missing a topology key: scored 0
+    counts: tuple[dict[str, int], ...]  # per constraint; hostname ones are counted per node at Score
+    weights: tuple[float, ...]
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
+PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def __init__(self, args: PodTopologySpreadArgs, handle: Handle, workloads: WorkloadLister | None = None) -> None:
+        self.default_constraints = args.default_constraints
+        self.system_defaulted = args.system_defaulted
+        self.handle = handle
+        self.workloads = workloads
+
+    def constraints(self, pod: Pod, action: str) -> list[SpreadConstraint]:
+        """The pod's own constraints with this whenUnsatisfiable, or the defaults when it declares none.
+
+        Defaults apply only with a workload lister and when some Service or controller selects
+        the pod (their selectors replace the constraints' own). Raises SelectorError.
+        """
+        own: Sequence[Mapping[str, Any]] = pod.spec.get("topologySpreadConstraints") or ()
+        if own:
+            return parse_constraints(own, pod.labels, action)
+        if not self.default_constraints or self.workloads is None:
+            return []
+        defaults = parse_constraints(self.default_constraints, pod.labels, action)
+        if not defaults:
+            return []
+        selector = default_selector(pod, self.workloads)
+        if selector.empty:
+            return []
+        return [replace(c, selector=selector) for c in defaults]
+
+    # ---- PreFilter / Filter ------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        try:
+            constraints = tuple(self.constraints(pod, DO_NOT_SCHEDULE))
+        except SelectorError as exc:
+            return None, Status.as_error(ValueError(f"get constraints from pod: {exc}"), NAME)
+        if not constraints:
+            return None, Status(Code.SKIP, plugin=NAME)
+        eligibility = NodeEligibility(required_node_affinity(pod), tolerations_of(pod))
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        for info in nodes:
+            node = info.node
+            if node is None or not has_all_topology_keys(node.labels, constraints):
+                continue
+            indices = eligibility.counted_indices(constraints, node)
+            for i in indices:
+                c = constraints[i]
+                domain = node.labels[c.topology_key]
+                counts[i][domain] = counts[i].get(domain, 0) + count_matching(
+                    info.pods.values(), c.selector, pod.namespace
+                )
+        state.write(PRE_FILTER_KEY, _PreFilterState(constraints, [_DomainCounts(c) for c in counts], eligibility))
+        return None, None
+
+    def pre_filter_extensions(self) -> PodTopologySpread:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
+        return self._update(state, pod, pod_to_add, node_info, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None:
+        return self._update(state, pod, pod_to_remove, node_info, -1)
+
+    def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
+        try:
+            pre = state.read(PRE_FILTER_KEY)
+        except KeyError as exc:
+            return Status.as_error(exc, NAME)
+        node = node_info.node
+        if node is None or changed.namespace != pod.namespace:
+            return None
+        if not has_all_topology_keys(node.labels, pre.constraints):
+            return None
+        for i in pre.eligibility.counted_indices(pre.constraints, node):
+            c = pre.constraints[i]
+            if c.selector.matches(changed.labels):
+                pre.domains[i].add(node.labels[c.topology_key], delta)
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        try:
+            pre = state.read(PRE_FILTER_KEY)
+        except KeyError as exc:
+            return Status.as_error(exc, NAME)
+        node = node_info.node
+        if node is None:
+            return Status.as_error(ValueError("node not found"), NAME)
+        for c, domains in zip(pre.constraints, pre.domains, strict=True):
+            domain = node.labels.get(c.topology_key)
+            if domain is None:
+                return Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH, plugin=NAME)
+            # Too few eligible domains: the global minimum counts as 0, so empty domains are preferred.
+            minimum = domains.minimum() if len(domains.counts) >= c.min_domains else 0
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            if domains.counts.get(domain, 0) + self_match - minimum > c.max_skew:
+                return Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH, plugin=NAME)
+        return None
+
+    # ---- PreScore / Score --------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        all_nodes = self.handle.snapshot.list()
+        if not all_nodes:
+            return Status(Code.SKIP, plugin=NAME)
+        try:
+            constraints = tuple(self.constraints(pod, SCHEDULE_ANYWAY))
+        except SelectorError as exc:
+            return Status.as_error(ValueError(f"calculating preScoreState: {exc}"), NAME)
+        if not constraints:
+            return Status(Code.SKIP, plugin=NAME)
+        # Only the pod's own constraints (or List defaults) need every key: with System
+        # defaults a node without a zone label is still spread by hostname.
+        require_all_keys = bool(pod.spec.get("topologySpreadConstraints")) or not self.system_defaulted
+        ignored: set[str] = set()
+        counts: list[dict[str, int]] = [{} for _ in constraints]
+        for info in nodes:
+            node = info.node
+            if node is None:
+                continue
+            if require_all_keys and not has_all_topology_keys(node.labels, constraints):
+                ignored.add(node.name)
+                continue
+            for i, c in enumerate(constraints):
+                if c.topology_key != HOSTNAME_LABEL:
+                    counts[i].setdefault(node.labels.get(c.topology_key, ""), 0)
+        scored = len(nodes) - len(ignored)
+        weights = tuple(
+            topology_normalizing_weight(scored if c.topology_key == HOSTNAME_LABEL else len(counts[i]))
+            for i, c in enumerate(constraints)
+        )
+        eligibility = NodeEligibility(required_node_affinity(pod), tolerations_of(pod))
+        for info in all_nodes:
+            node = info.node
+            if node is None or (require_all_keys and not has_all_topology_keys(node.labels, constraints)):
+                continue
+            for i in eligibility.counted_indices(constraints, node):
+                c = constraints[i]
+                domain = node.labels.get(c.topology_key, "")
+                if domain in counts[i]:
+                    counts[i][domain] += count_matching(info.pods.values(), c.selector, pod.namespace)
+        state.write(PRE_SCORE_KEY, _PreScoreState(constraints, frozenset(ignored), tuple(counts), weights))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        try:
+            pre = state.read(PRE_SCORE_KEY)
+        except KeyError as exc:
+            return 0, Status.as_error(exc, NAME)
+        node = node_info.node
+        if node is None or node.name in pre.ignored_nodes:
+            return 0, None
+        total = 0.0
+        for c, counts, weight in zip(pre.constraints, pre.counts, pre.weights, strict=True):
+            domain = node.labels.get(c.topology_key)
+            if domain is None:
+                continue
+            if c.topology_key == HOSTNAME_LABEL:
+                count = count_matching(node_info.pods.values(), c.selector, pod.namespace)
+            else:
+                count = counts.get(domain, 0)
+            total += score_for_count(count, c.max_skew, weight)
+        return round_half_away_from_zero(total), None
+
+    def score_extensions(self) -> PodTopologySpread:
+        return self
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
+        """Fewest matching pods scores 100: max * (max + min - score) / max; ignored nodes score 0."""
+        try:
+            pre = state.read(PRE_SCORE_KEY)
+        except KeyError as exc:
+            return Status.as_error(exc, NAME)
+        counted = [s.score for s in scores if s.name not in pre.ignored_nodes]
+        lowest, highest = min(counted, default=0), max(counted, default=0)
+        for s in scores:
+            if s.name in pre.ignored_nodes:
+                s.score = 0
+            elif highest == 0:
+                s.score = MAX_NODE_SCORE
+            else:
+                s.score = MAX_NODE_SCORE * (highest + lowest - s.score) // highest
+        return None
+
+    # ---- requeueing --------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                self._pod_changed,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                self._node_changed,
+            ),
+        ]
+
+    def _pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A pod of the namespace was bound, relabelled or deleted so that it (un)matches a constraint.
+
+        Also the pod itself gaining tolerations while a constraint honors node taints.
+        """
+        if not _objects_of(Pod, old, new):
+            return QueueingHint.QUEUE
+        if any(p is not None and not _involved(p, pod) for p in (old, new)):
+            return QueueingHint.SKIP
+        try:
+            constraints = self.constraints(pod, DO_NOT_SCHEDULE)
+        except SelectorError:
+            return QueueingHint.QUEUE
+        if old is not None and new is not None:
+            if (
+                new.uid == pod.uid
+                and (old.spec.get("tolerations") or []) != (new.spec.get("tolerations") or [])
+                and any(c.node_taints_policy == HONOR for c in constraints)
+            ):
+                return QueueingHint.QUEUE
+            if old.labels == new.labels:
+                return QueueingHint.SKIP
+            changed = any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in constraints)
+            return QueueingHint.QUEUE if changed else QueueingHint.SKIP
+        labels = (new if new is not None else old).labels
+        return QueueingHint.QUEUE if any(c.selector.matches(labels) for c in constraints) else QueueingHint.SKIP
+
+    def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A node carrying every topology key appeared or went, or its keys' values or taints changed."""
+        if not _objects_of(Node, old, new):
+            return QueueingHint.QUEUE
+        try:
+            constraints = self.constraints(pod, DO_NOT_SCHEDULE)
+        except SelectorError:
+            return QueueingHint.QUEUE
+        had_keys = old is not None and has_all_topology_keys(old.labels, constraints)
+        has_keys = new is not None and has_all_topology_keys(new.labels, constraints)
+        if old is not None and new is not None:
+            if had_keys != has_keys:
+                return QueueingHint.QUEUE
+            moved = any(old.labels.get(c.topology_key) != new.labels.get(c.topology_key) for c in constraints)
+            if has_keys and (moved or old.taints != new.taints):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE if (has_keys if new is not None else had_keys) else QueueingHint.SKIP
+
+
+def _objects_of(kind: type, old: Any, new: Any) -> bool:
+    """Whether a hint got what it expects: at least one object, each of `kind` (None for add/delete)."""
+    present = [o for o in (old, new) if o is not None]
+    return bool(present) and all(isinstance(o, kind) for o in present)
+
+
+def _involved(other: Pod, pod: Pod) -> bool:
+    """The pod itself, or a bound pod of its namespace (only those are counted)."""
+    return other.uid == pod.uid or (other.node_name != "" and other.namespace == pod.namespace)
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> PodTopologySpread:
+    # The handle offers Service/ReplicationController/ReplicaSet/StatefulSet listers when it
+    # has them (a `workloads` attribute); without them no pod gets default constraints.
+    workloads: WorkloadLister | None = getattr(handle, "workloads", None)
+    return PodTopologySpread(parse_args(args), handle, workloads)
