@@ -137,7 +137,9 @@ class Informers:
         except InvalidObject as exc:
             log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
             return
-        if old is not None and old.resource_version == node.resource_version:
+        if old is not None and (old.resource_version == node.resource_version or old.same_scheduling_properties(node)):
+            # Heartbeats and condition updates change nothing a plugin reads: keep the cached node,
+            # so snapshots and derived columns stay valid and no pod is requeued for nothing.
             return
         sched.cache.add_or_update_node(node)
         sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)

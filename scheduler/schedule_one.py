@@ -14,16 +14,18 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import structlog
 
 from scheduler import metrics
 from scheduler.api.client import ApiClient, ApiError
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.runtime import Framework
+from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -33,7 +35,6 @@ from scheduler.framework.types import (
     EventResource,
     FitError,
     NodeInfo,
-    NodeScore,
     QueuedPodInfo,
     Status,
 )
@@ -68,18 +69,11 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def select_host(scores: list[NodeScore], rng: random.Random) -> str:
-    """Highest total wins; ties broken uniformly at random (reservoir sampling)."""
-    best = scores[0]
-    ties = 1
-    for candidate in scores[1:]:
-        if candidate.score > best.score:
-            best, ties = candidate, 1
-        elif candidate.score == best.score:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                best = candidate
-    return best.name
+def select_best(totals: IntArray, rng: random.Random) -> int:
+    """Index of the highest total; ties broken uniformly at random (as select_host does)."""
+    best = totals.max()
+    ties = np.flatnonzero(totals == best)
+    return int(ties[rng.randrange(len(ties))]) if len(ties) > 1 else int(ties[0])
 
 
 @dataclasses.dataclass(slots=True)
@@ -227,8 +221,8 @@ class Scheduler:
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
-        scores = self.prioritize_nodes(fw, state, pod, feasible)
-        return ScheduleResult(select_host(scores, self.rng), evaluated, len(feasible))
+        totals = self.prioritize_nodes(fw, state, pod, feasible)
+        return ScheduleResult(feasible[select_best(totals, self.rng)].name, evaluated, len(feasible))
 
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
@@ -241,11 +235,11 @@ class Scheduler:
             diagnosis.pre_filter_msg = status.message
             diagnosis.unschedulable_plugins |= rejecting or ({status.plugin} if status.plugin else set())
             return [], diagnosis
-        nodes: list[NodeInfo] | Any = all_nodes
         if pre_result is not None and pre_result.node_names is not None:
-            nodes = [n for n in all_nodes if n.name in pre_result.node_names]
+            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {sorted(rejecting)}")
             diagnosis.unschedulable_plugins |= rejecting
+            return self._find_per_node(fw, state, pod, allowed, diagnosis)
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
         if nominated:
@@ -257,18 +251,81 @@ class Scheduler:
             )
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis
+        if self.nominator or not fw.filter_plugins:
+            return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
+        return self._find_batch(fw, state, pod, diagnosis)
 
+    def _find_batch(
+        self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> tuple[list[NodeInfo], Diagnosis]:
+        """Filter every node at once with the plugins' batch forms; per-node only where needed.
+
+        Same result as _find_per_node: the first `to_find` feasible nodes in round-robin order from
+        the start index, and exact per-node statuses (from the per-node forms) for every rejected
+        node that order reached.
+        """
+        table = self.snapshot.table
+        infos = table.infos
+        num_nodes = table.size
+        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        start = self.next_start_node_index % num_nodes
+        mask, per_node = fw.run_filter_batch(state, pod, table)
+        order = table.arange + start
+        order[order >= num_nodes] -= num_nodes
+        feasible: list[NodeInfo] = []
+        if not per_node:
+            passes = mask[order]
+            passing = np.flatnonzero(passes)
+            processed = int(passing[to_find - 1]) + 1 if len(passing) >= to_find else num_nodes
+            feasible = [infos[row] for row in order[passing[:to_find]].tolist()]
+            rejected = order[:processed][~passes[:processed]].tolist()
+            for row in rejected:
+                self._record_rejection(fw, state, pod, infos[row], fw.run_filter(state, pod, infos[row]), diagnosis)
+        else:
+            processed = 0
+            batch_ok = mask.tolist()
+            for row in order.tolist():
+                info = infos[row]
+                processed += 1
+                if batch_ok[row]:
+                    status = fw.run_filter_plugins(per_node, state, pod, info)
+                    if status is None:
+                        feasible.append(info)
+                        if len(feasible) >= to_find:
+                            break
+                        continue
+                else:
+                    status = fw.run_filter(state, pod, info)
+                self._record_rejection(fw, state, pod, info, status, diagnosis)
+        self.next_start_node_index = (start + processed) % num_nodes
+        return feasible, diagnosis
+
+    @staticmethod
+    def _record_rejection(
+        fw: Framework, state: CycleState, pod: Pod, info: NodeInfo, status: Status | None, diagnosis: Diagnosis
+    ) -> None:
+        if status is None:
+            # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
+            raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
+        if status.code == Code.ERROR:
+            raise RuntimeError(f"running Filter plugin {status.plugin}: {status.message}")
+        diagnosis.node_to_status[info.name] = status
+        diagnosis.unschedulable_plugins.add(status.plugin)
+
+    def _find_per_node(
+        self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
+    ) -> tuple[list[NodeInfo], Diagnosis]:
+        """The reference path: one node at a time, nominated pods counted in two passes."""
         num_nodes = len(nodes)
         if num_nodes == 0:
             return [], diagnosis
         to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        start = self.next_start_node_index % num_nodes
         if not fw.filter_plugins:
-            start = self.next_start_node_index % num_nodes
             chosen = [nodes[(start + i) % num_nodes] for i in range(to_find)]
             self.next_start_node_index = (start + len(chosen)) % num_nodes
             return chosen, diagnosis
         feasible: list[NodeInfo] = []
-        start = self.next_start_node_index % num_nodes
         processed = 0
         for i in range(num_nodes):
             node_info = nodes[(start + i) % num_nodes]
@@ -278,11 +335,8 @@ class Scheduler:
                 feasible.append(node_info)
                 if len(feasible) >= to_find:
                     break
-            elif node_status.code == Code.ERROR:
-                raise RuntimeError(f"running Filter plugin {node_status.plugin}: {node_status.message}")
             else:
-                diagnosis.node_to_status[node_info.name] = node_status
-                diagnosis.unschedulable_plugins.add(node_status.plugin)
+                self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
 
@@ -308,13 +362,16 @@ class Scheduler:
             return status
         return fw.run_filter(state, pod, node_info)
 
-    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> list[NodeScore]:
+    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
+        """Weighted total score per node (aligned with `nodes`)."""
         if not fw.score_plugins:
-            return [NodeScore(n.name, 1) for n in nodes]
+            return np.ones(len(nodes), np.int64)
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
             raise RuntimeError(status.message)
-        totals, _, status = fw.run_score(state, pod, nodes)
+        position = self.snapshot.position
+        rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
+        totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
         if status is not None:
             raise RuntimeError(status.message)
         return totals

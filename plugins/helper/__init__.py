@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from scheduler.framework.table import IntArray
 from scheduler.framework.types import NodeScore
 
 
@@ -31,3 +34,14 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeS
         # Go's integer division truncates toward zero; a (rare) negative score must too.
         scaled = product // highest if product >= 0 else -(-product // highest)
         s.score = max_priority - scaled if reverse else scaled
+
+
+def default_normalize_batch(max_priority: int, reverse: bool, scores: IntArray) -> IntArray:
+    """default_normalize_score over an array (same integer arithmetic)."""
+    highest = int(scores.max()) if len(scores) else 0
+    if highest <= 0:
+        return np.full(len(scores), max_priority, np.int64) if reverse else scores
+    product = max_priority * scores
+    # Truncate toward zero like Go for the (rare) negative score.
+    scaled = np.where(product >= 0, product // highest, -(-product // highest))
+    return max_priority - scaled if reverse else scaled

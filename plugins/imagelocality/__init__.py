@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.framework.interface import Handle, SnapshotLister
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod
 
@@ -78,6 +79,13 @@ class ImageLocality:
             if size is not None:
                 total += scaled_image_score(size, _nodes_having(snapshot, image), total_nodes)
         return calculate_priority(total, len(images)), None
+
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray:
+        # Depends on the node's images and cluster-wide image spread: both change only with nodes.
+        values = table.node_values(
+            (NAME, tuple(_pod_images(pod))), lambda node: self.score(state, pod, NodeInfo(node))[0]
+        )
+        return values[rows]
 
     def score_extensions(self) -> None:
         return None

@@ -9,12 +9,14 @@ matches; NormalizeScore scales by the best node.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_score, unexpected_objects
+from plugins.helper import default_normalize_batch, default_normalize_score, unexpected_objects
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -173,6 +175,13 @@ class NodeAffinity:
             return Status.unresolvable(ERR_REASON_POD, plugin=NAME)
         return None
 
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+        # Pods with the same selector and required terms share one evaluation per node change.
+        signature = json.dumps([pod.spec.get("nodeSelector"), pod_node_affinity(pod).get(_REQUIRED)], sort_keys=True)
+        return table.node_mask(
+            (NAME, id(self), signature), lambda node: self.filter(state, pod, NodeInfo(node)) is None
+        )
+
     # ---- PreScore / Score --------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
@@ -200,8 +209,17 @@ class NodeAffinity:
             total += pre.preferred.score(node)
         return total, None
 
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        preferred = pod_node_affinity(pod).get(_PREFERRED)
+        signature = json.dumps(preferred, sort_keys=True)
+        values = table.node_values((NAME, id(self), signature), lambda node: self.score(state, pod, NodeInfo(node))[0])
+        return values[rows]
+
     def score_extensions(self) -> NodeAffinity:
         return self
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray:
+        return default_normalize_batch(MAX_NODE_SCORE, False, scores)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)

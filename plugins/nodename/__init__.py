@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -33,6 +36,11 @@ class NodeName:
         if fits(pod, node_info):
             return None
         return Status.unresolvable(ERR_REASON, plugin=NAME)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+        if not pod.node_name:
+            return np.ones(table.size, np.bool_)
+        return np.fromiter((info.name == pod.node_name for info in table.infos), np.bool_, table.size)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         # Only a new node can be the one the pod names; no hint narrows that further upstream.

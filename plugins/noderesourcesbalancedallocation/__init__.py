@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
 from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 from scheduler.model.selectors import aggregate
@@ -123,6 +126,21 @@ class NodeResourcesBalancedAllocation:
             allocatable.append(alloc)
             requested.append(req if alloc else 0)
         return balanced_score(requested, allocatable), None
+
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        if self.resources != (CPU, MEMORY):
+            return None
+        pre = state.get(PRE_SCORE_KEY)
+        if pre is None:
+            return None
+        cpu_alloc, mem_alloc = table.alloc_cpu[rows], table.alloc_mem[rows]
+        cpu_frac = np.minimum((table.req_cpu[rows] + pre.requests[0]) / np.maximum(cpu_alloc, 1), 1.0)
+        mem_frac = np.minimum((table.req_mem[rows] + pre.requests[1]) / np.maximum(mem_alloc, 1), 1.0)
+        both = (cpu_alloc != 0) & (mem_alloc != 0)
+        # With fewer than two resources on a node the deviation is 0 and the score 100.
+        std = np.where(both, np.abs((cpu_frac - mem_frac) / 2), 0.0)
+        scores: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        return scores
 
     def score_extensions(self) -> None:
         return None

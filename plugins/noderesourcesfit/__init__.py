@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -197,8 +200,11 @@ class NodeResourcesFit:
     def __init__(self, args: FitArgs) -> None:
         self.args = args
         self._weights = [r.weight for r in args.resources]
+        self._cpu_memory_only = all(r.name in (CPU, MEMORY) for r in args.resources)
+        self._ratio_table: IntArray = np.zeros(MAX_UTILIZATION + 1, np.int64)
         if args.strategy == REQUESTED_TO_CAPACITY_RATIO:
             ratio = broken_linear(args.shape)
+            self._ratio_table = np.array([ratio(u) for u in range(MAX_UTILIZATION + 1)], np.int64)
 
             def per_resource(requested: int, capacity: int) -> int:
                 if capacity == 0 or requested > capacity:
@@ -230,6 +236,22 @@ class NodeResourcesFit:
             return None
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
         return Status(code, tuple(r for r, _ in missing), plugin=NAME)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+        pre = state.get(PRE_FILTER_KEY)
+        requests = pre.requests if pre is not None else pod.requests
+        if any(requests.scalar.values()):
+            return None  # extended resources: the per-node form handles them
+        mask: BoolArray = table.pod_count < table.alloc_pods
+        if requests.is_zero():
+            return mask
+        if requests.milli_cpu > 0:
+            mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
+        if requests.memory > 0:
+            mask &= requests.memory <= table.alloc_mem - table.req_mem
+        if requests.ephemeral_storage > 0:
+            mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
+        return mask
 
     # ---- PreScore / Score --------------------------------------------------------------
 
@@ -268,8 +290,42 @@ class NodeResourcesFit:
         if weight_sum == 0:
             return 0, None
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            return round(total / weight_sum), None
+            # Go's math.Round: halves round away from zero (Python's round() would go to even).
+            return (2 * total + weight_sum) // (2 * weight_sum), None
         return total // weight_sum, None
+
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        if not self._cpu_memory_only:
+            return None
+        pre = state.get(PRE_SCORE_KEY)
+        requests = (
+            pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
+        )
+        total = np.zeros(len(rows), np.int64)
+        weight_sum = np.zeros(len(rows), np.int64)
+        for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
+            if spec.name == CPU:
+                capacity, requested = table.alloc_cpu[rows], table.nz_cpu[rows] + pod_request
+            else:
+                capacity, requested = table.alloc_mem[rows], table.nz_mem[rows] + pod_request
+            present = capacity != 0
+            total += np.where(present, self._per_resource_batch(requested, capacity), 0) * weight
+            weight_sum += present * weight
+        safe = np.maximum(weight_sum, 1)
+        if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            result = (2 * total + safe) // (2 * safe)
+        else:
+            result = total // safe
+        return np.where(weight_sum == 0, 0, result)
+
+    def _per_resource_batch(self, requested: IntArray, capacity: IntArray) -> IntArray:
+        safe = np.maximum(capacity, 1)
+        if self.args.strategy == LEAST_ALLOCATED:
+            return np.where(requested > capacity, 0, (capacity - requested) * MAX_NODE_SCORE // safe)
+        if self.args.strategy == MOST_ALLOCATED:
+            return np.minimum(requested, capacity) * MAX_NODE_SCORE // safe
+        utilization = np.where(requested > capacity, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
+        return self._ratio_table[utilization]
 
     def score_extensions(self) -> None:
         return None

@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from plugins.helper import unexpected_objects
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -43,6 +46,11 @@ class NodeUnschedulable:
         if node is None or not node.unschedulable or tolerates_unschedulable(pod):
             return None
         return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=NAME)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+        if tolerates_unschedulable(pod):
+            return np.ones(table.size, np.bool_)
+        return ~table.unschedulable
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_score, unexpected_objects
+from plugins.helper import default_normalize_batch, default_normalize_score, unexpected_objects
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -76,6 +77,9 @@ class TaintToleration:
             return None
         return Status.unresolvable(ERR_REASON_UNTOLERATED, plugin=NAME)
 
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+        return table.node_mask((NAME, tolerations_of(pod)), lambda node: untolerated_taint(node, pod) is None)
+
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         relevant = tuple(t for t in tolerations_of(pod) if t.effect in ("", PREFER_NO_SCHEDULE))
         state.write(PRE_SCORE_KEY, _PreScoreState(relevant))
@@ -91,8 +95,21 @@ class TaintToleration:
             return 0, None
         return count_intolerable_prefer_no_schedule(node.taints, pre.tolerations), None
 
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        pre = state.get(PRE_SCORE_KEY)
+        if pre is None:
+            return None
+        counts = table.node_values(
+            (NAME, "score", pre.tolerations),
+            lambda node: count_intolerable_prefer_no_schedule(node.taints, pre.tolerations),
+        )
+        return counts[rows]
+
     def score_extensions(self) -> TaintToleration:
         return self
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray:
+        return default_normalize_batch(MAX_NODE_SCORE, True, scores)
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, True, scores)

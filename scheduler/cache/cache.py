@@ -206,6 +206,7 @@ class Cache:
     def update_snapshot(self, snapshot: Snapshot) -> int:
         """Bring `snapshot` up to date, copying only changed nodes. Returns how many were copied."""
         copied = 0
+        rebuild = self._node_set_changed
         for name in self._dirty:
             info = self._nodes.get(name)
             if info is None:
@@ -213,15 +214,17 @@ class Cache:
                 continue
             current = snapshot.node_info_map.get(name)
             if current is None or current.generation != info.generation:
-                snapshot.node_info_map[name] = info.clone()
+                clone = snapshot.node_info_map[name] = info.clone()
                 copied += 1
+                position = snapshot.position.get(name)
+                if not rebuild and position is not None:
+                    snapshot.node_info_list[position] = clone
+                    snapshot.table.update(position, clone)
+        if rebuild:
+            snapshot.node_info_list = [snapshot.node_info_map[n] for n, i in self._nodes.items() if i.node is not None]
+            snapshot.position = {info.name: i for i, info in enumerate(snapshot.node_info_list)}
+            snapshot.table.rebuild(snapshot.node_info_list)
         if self._dirty:
-            if self._node_set_changed:
-                snapshot.node_info_list = [
-                    snapshot.node_info_map[n] for n, i in self._nodes.items() if i.node is not None
-                ]
-            else:
-                snapshot.node_info_list = [snapshot.node_info_map[i.name] for i in snapshot.node_info_list]
             snapshot.generation = self._last_generation
         if self._images_changed:
             snapshot.image_num_nodes = {image: len(nodes) for image, nodes in self._image_nodes.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
     CycleState,
@@ -82,6 +83,29 @@ class PreFilterPlugin(Plugin, Protocol):
 
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+
+
+class BatchFilterPlugin(Plugin, Protocol):
+    """Optional array form of Filter: the same verdicts for every row of the node table at once."""
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+        """A mask over table rows (True = passes), or None when this pod needs the per-node form.
+
+        Must agree with filter() on every node; reasons still come from filter() on rejected nodes.
+        """
+        ...
+
+
+class BatchScorePlugin(Plugin, Protocol):
+    """Optional array form of Score (before NormalizeScore)."""
+
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        """Raw scores for the given table rows, or None when this pod needs the per-node form."""
+        ...
+
+
+class BatchNormalizePlugin(Protocol):
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray: ...
 
 
 class PostFilterPlugin(Plugin, Protocol):

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from scheduler import metrics
 from scheduler.framework.interface import (
     BindPlugin,
@@ -27,9 +29,11 @@ from scheduler.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    ScoreExtensions,
     ScorePlugin,
     SnapshotLister,
 )
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -163,6 +167,20 @@ class FrameworkHandle:
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:
         return self.waiting_pods.get(uid)
+
+
+def _normalize(
+    ext: ScoreExtensions, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: IntArray
+) -> tuple[IntArray, Status | None]:
+    batch = getattr(ext, "normalize_batch", None)
+    if batch is not None:
+        normalized: IntArray = batch(state, pod, scores)
+        return normalized, None
+    node_scores = [NodeScore(info.name, int(v)) for info, v in zip(nodes, scores, strict=True)]
+    status = ext.normalize_score(state, pod, node_scores)
+    if status is not None and status.code != Code.SUCCESS:
+        return scores, status
+    return np.array([s.score for s in node_scores], np.int64), None
 
 
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
@@ -352,55 +370,99 @@ class Framework:
     def run_score(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[list[NodeScore], dict[str, list[NodeScore]], Status | None]:
-        """Weighted totals per node, plus each plugin's normalised (unweighted) scores."""
+        """Weighted totals per node, plus each plugin's normalised (unweighted) scores (per-node forms)."""
+        totals, per_plugin, status = self.score_nodes(state, pod, nodes)
+        if status is not None:
+            return [], {}, status
+        names = [n.name for n in nodes]
+        return (
+            [NodeScore(name, int(score)) for name, score in zip(names, totals, strict=True)],
+            {p: [NodeScore(n, int(v)) for n, v in zip(names, arr, strict=True)] for p, arr in per_plugin.items()},
+            None,
+        )
+
+    def score_nodes(
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: Sequence[NodeInfo],
+        table: NodeTable | None = None,
+        rows: IntArray | None = None,
+    ) -> tuple[IntArray, dict[str, IntArray], Status | None]:
+        """Weighted totals and normalised per-plugin scores as arrays aligned with `nodes`.
+
+        With a node table and the nodes' rows, plugins that have a batch form score all rows at once.
+        """
         started = time.perf_counter()
-        per_plugin: dict[str, list[NodeScore]] = {}
-        totals = [NodeScore(n.name, 0) for n in nodes]
+        per_plugin: dict[str, IntArray] = {}
+        totals: IntArray = np.zeros(len(nodes), np.int64)
         skip = state.skip_score_plugins
         for plugin in self.score_plugins:
             if plugin.name in skip:
                 continue
-            scores: list[NodeScore] = []
             try:
-                for info in nodes:
-                    value, status = plugin.score(state, pod, info)
-                    if status is not None and status.code != Code.SUCCESS:
-                        return (
-                            [],
-                            {},
-                            Status.as_error(
-                                FrameworkError(f"running Score plugin {plugin.name}: {status.message}"),
-                                plugin.name,
-                            ),
-                        )
-                    scores.append(NodeScore(info.name, value))
+                scores = None
+                batch = getattr(plugin, "score_batch", None) if table is not None and rows is not None else None
+                if batch is not None:
+                    scores = batch(state, pod, table, rows)
+                if scores is None:
+                    values = []
+                    for info in nodes:
+                        value, status = plugin.score(state, pod, info)
+                        if status is not None and status.code != Code.SUCCESS:
+                            error = FrameworkError(f"running Score plugin {plugin.name}: {status.message}")
+                            return totals, {}, Status.as_error(error, plugin.name)
+                        values.append(value)
+                    scores = np.array(values, np.int64)
                 ext = plugin.score_extensions()
                 if ext is not None:
-                    status = ext.normalize_score(state, pod, scores)
-                    if status is not None and status.code != Code.SUCCESS:
-                        return (
-                            [],
-                            {},
-                            Status.as_error(
-                                FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}"),
-                                plugin.name,
-                            ),
-                        )
+                    scores, status = _normalize(ext, state, pod, nodes, scores)
+                    if status is not None:
+                        error = FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}")
+                        return totals, {}, Status.as_error(error, plugin.name)
             except Exception as exc:
-                return [], {}, Status.as_error(exc, plugin.name)
-            weight = self.score_weights[plugin.name]
-            for i, node_score in enumerate(scores):
-                if not MIN_NODE_SCORE <= node_score.score <= MAX_NODE_SCORE:
-                    error = FrameworkError(
-                        f"plugin {plugin.name!r} returns an invalid score {node_score.score} for node "
-                        f"{node_score.name!r}, it should be in the range [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
-                        "after normalizing"
-                    )
-                    return [], {}, Status.as_error(error, plugin.name)
-                totals[i].score += node_score.score * weight
+                return totals, {}, Status.as_error(exc, plugin.name)
+            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                bad = int(np.flatnonzero((scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE))[0])
+                error = FrameworkError(
+                    f"plugin {plugin.name!r} returns an invalid score {int(scores[bad])} for node "
+                    f"{nodes[bad].name!r}, it should be in the range [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                    "after normalizing"
+                )
+                return totals, {}, Status.as_error(error, plugin.name)
+            totals += scores * self.score_weights[plugin.name]
             per_plugin[plugin.name] = scores
         _timed("Score", self.profile_name, started, None)
         return totals, per_plugin, None
+
+    def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[BoolArray, list[FilterPlugin]]:
+        """AND of the batch-capable Filter plugins' masks, and the plugins left to run per node (in order)."""
+        mask: BoolArray = np.ones(table.size, np.bool_)
+        per_node: list[FilterPlugin] = []
+        skip = state.skip_filter_plugins
+        for plugin in self.filter_plugins:
+            if skip and plugin.name in skip:
+                continue
+            batch = getattr(plugin, "filter_batch", None)
+            result = batch(state, pod, table) if batch is not None else None
+            if result is None:
+                per_node.append(plugin)
+            else:
+                mask &= result
+        return mask, per_node
+
+    def run_filter_plugins(
+        self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo
+    ) -> Status | None:
+        """run_filter restricted to `plugins` (those without a batch verdict for this pod)."""
+        for plugin in plugins:
+            try:
+                status = plugin.filter(state, pod, node_info)
+            except Exception as exc:
+                return Status.as_error(exc, plugin.name)
+            if status is not None and status.code != Code.SUCCESS:
+                return status.with_plugin(plugin.name)
+        return None
 
     # ---- reserve / permit ----------------------------------------------------------------
 

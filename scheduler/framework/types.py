@@ -125,8 +125,9 @@ class NodeInfo:
     """A node plus the pods on it and their summed requests. Cache-owned; clone before changing."""
 
     __slots__ = (
+        "_node",
         "generation",
-        "node",
+        "name",
         "non_zero_memory",
         "non_zero_milli_cpu",
         "pods",
@@ -142,8 +143,14 @@ class NodeInfo:
         self.generation = 0
 
     @property
-    def name(self) -> str:
-        return self.node.name if self.node else ""
+    def node(self) -> Node | None:
+        return self._node
+
+    @node.setter
+    def node(self, value: Node | None) -> None:
+        self._node = value
+        # A plain attribute: the name is read millions of times per second on the hot path.
+        self.name = value.name if value is not None else ""
 
     @property
     def allocatable(self) -> Resource:

@@ -252,6 +252,18 @@ class Node:
     images: Mapping[str, int]
     raw: Raw = field(repr=False, compare=False, hash=False)
 
+    def same_scheduling_properties(self, other: Node) -> bool:
+        """True when nothing a scheduler looks at differs (e.g. a heartbeat-only status update)."""
+        return (
+            self.allocatable == other.allocatable
+            and self.unschedulable == other.unschedulable
+            and self.taints == other.taints
+            and self.labels == other.labels
+            and self.images == other.images
+            and (self.raw.get("metadata") or {}).get("annotations")
+            == (other.raw.get("metadata") or {}).get("annotations")
+        )
+
     @classmethod
     def from_raw(cls, raw: Raw) -> Node:
         meta = raw.get("metadata") or {}

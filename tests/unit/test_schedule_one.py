@@ -6,13 +6,14 @@ import asyncio
 import random
 from typing import Any
 
+import numpy as np
+
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config, parse_config
-from scheduler.framework.types import NodeScore
 from scheduler.informers import Informers
-from scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find, select_host
+from scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find, select_best
 
 NAME = "secondary-scheduler"
 
@@ -61,12 +62,12 @@ def test_num_feasible_nodes_to_find_is_adaptive() -> None:
     assert num_feasible_nodes_to_find(100, 500) == 500
 
 
-def test_select_host_picks_the_best_and_breaks_ties_fairly() -> None:
+def test_select_best_picks_the_best_and_breaks_ties_fairly() -> None:
     rng = random.Random(1)
-    assert select_host([NodeScore("a", 1), NodeScore("b", 5), NodeScore("c", 3)], rng) == "b"
-    picks = [select_host([NodeScore("a", 5), NodeScore("b", 5), NodeScore("c", 1)], rng) for _ in range(400)]
-    assert picks.count("c") == 0
-    assert 150 < picks.count("a") < 250
+    assert select_best(np.array([1, 5, 3]), rng) == 1
+    picks = [select_best(np.array([5, 5, 1]), rng) for _ in range(400)]
+    assert picks.count(2) == 0
+    assert 150 < picks.count(0) < 250
 
 
 async def test_binds_to_least_allocated_node_and_reports_event() -> None:

@@ -1,0 +1,170 @@
+"""NodeTable: the snapshot's nodes as columns (numpy), for the batch forms of Filter/Score plugins.
+
+Row i describes snapshot.node_info_list[i]. Resource columns are refreshed row by row when a
+node's pods change; columns derived from Node objects (label codes, taint groups, image
+holders) are built on first use and dropped whenever any node object changes — node changes
+are rare next to pod binds. Read-only for plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.types import NodeInfo
+from scheduler.model.objects import Node, Taint
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+ABSENT = -1  # label code of a node that lacks the label
+MAX_DERIVED = 4096
+
+_RESOURCE_COLUMNS = (
+    "alloc_cpu",
+    "alloc_mem",
+    "alloc_eph",
+    "alloc_pods",
+    "req_cpu",
+    "req_mem",
+    "req_eph",
+    "pod_count",
+    "nz_cpu",
+    "nz_mem",
+)
+
+
+class NodeTable:
+    def __init__(self) -> None:
+        self.size = 0
+        self.infos: list[NodeInfo] = []
+        self._nodes: list[Node | None] = []
+        self.alloc_cpu: IntArray = np.zeros(0, np.int64)
+        self.alloc_mem: IntArray = np.zeros(0, np.int64)
+        self.alloc_eph: IntArray = np.zeros(0, np.int64)
+        self.alloc_pods: IntArray = np.zeros(0, np.int64)
+        self.req_cpu: IntArray = np.zeros(0, np.int64)
+        self.req_mem: IntArray = np.zeros(0, np.int64)
+        self.req_eph: IntArray = np.zeros(0, np.int64)
+        self.pod_count: IntArray = np.zeros(0, np.int64)
+        self.nz_cpu: IntArray = np.zeros(0, np.int64)
+        self.nz_mem: IntArray = np.zeros(0, np.int64)
+        self.unschedulable: BoolArray = np.zeros(0, np.bool_)
+        self.has_scalar_requests: BoolArray = np.zeros(0, np.bool_)
+        self.arange: IntArray = np.zeros(0, np.int64)
+        self._derived: dict[object, object] = {}
+
+    # ---- maintenance (cache/snapshot only) ---------------------------------------------
+
+    def rebuild(self, infos: Sequence[NodeInfo]) -> None:
+        n = len(infos)
+        self.size = n
+        self.infos = list(infos)
+        self._nodes = [None] * n
+        for column in _RESOURCE_COLUMNS:
+            setattr(self, column, np.zeros(n, np.int64))
+        self.unschedulable = np.zeros(n, np.bool_)
+        self.has_scalar_requests = np.zeros(n, np.bool_)
+        self.arange = np.arange(n, dtype=np.int64)
+        for row, info in enumerate(infos):
+            self.update(row, info)
+        self._derived.clear()
+
+    def update(self, row: int, info: NodeInfo) -> None:
+        self.infos[row] = info
+        node = info.node
+        if node is not self._nodes[row]:
+            self._nodes[row] = node
+            alloc = info.allocatable
+            self.alloc_cpu[row] = alloc.milli_cpu
+            self.alloc_mem[row] = alloc.memory
+            self.alloc_eph[row] = alloc.ephemeral_storage
+            self.alloc_pods[row] = alloc.allowed_pods
+            self.unschedulable[row] = bool(node and node.unschedulable)
+            self._derived.clear()
+        req = info.requested
+        self.req_cpu[row] = req.milli_cpu
+        self.req_mem[row] = req.memory
+        self.req_eph[row] = req.ephemeral_storage
+        self.pod_count[row] = len(info.pods)
+        self.nz_cpu[row] = info.non_zero_milli_cpu
+        self.nz_mem[row] = info.non_zero_memory
+        self.has_scalar_requests[row] = any(req.scalar.values())
+
+    # ---- derived columns ---------------------------------------------------------------
+
+    def _remember(self, key: object, value: object) -> None:
+        if len(self._derived) >= MAX_DERIVED:
+            self._derived.clear()  # many distinct pod shapes: start over rather than grow
+        self._derived[key] = value
+
+    def node_mask(self, key: Hashable, predicate: Callable[[Node], bool]) -> BoolArray:
+        """predicate(node) for every row, computed once per `key` until a node changes.
+
+        For verdicts that depend only on the Node object and a pod property summed up by `key`
+        (its tolerations, its node selector...): pods alike share one evaluation.
+        """
+        cache_key = ("mask", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        mask = np.fromiter((node is not None and predicate(node) for node in self._nodes), np.bool_, self.size)
+        self._remember(cache_key, mask)
+        return mask
+
+    def node_values(self, key: Hashable, value: Callable[[Node], int]) -> IntArray:
+        """value(node) for every row (0 for a missing node), cached like node_mask."""
+        cache_key = ("values", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        values = np.fromiter((value(node) if node is not None else 0 for node in self._nodes), np.int64, self.size)
+        self._remember(cache_key, values)
+        return values
+
+    def label_codes(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
+        """Per row, a small integer for the value of label `key` (ABSENT when missing), and the codes."""
+        cache_key = ("label", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        vocab: dict[str, int] = {}
+        codes = np.full(self.size, ABSENT, np.int32)
+        for row, node in enumerate(self._nodes):
+            if node is None:
+                continue
+            value = node.labels.get(key)
+            if value is not None:
+                codes[row] = vocab.setdefault(value, len(vocab))
+        result = (codes, vocab)
+        self._remember(cache_key, result)
+        return result
+
+    def taint_groups(self) -> tuple[npt.NDArray[np.int32], list[tuple[Taint, ...]]]:
+        """Rows grouped by identical taint lists: per-row group id and each group's taints."""
+        cached = self._derived.get("taints")
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        groups: dict[tuple[Taint, ...], int] = {}
+        ids = np.zeros(self.size, np.int32)
+        for row, node in enumerate(self._nodes):
+            taints = node.taints if node is not None else ()
+            ids[row] = groups.setdefault(taints, len(groups))
+        result = (ids, list(groups))
+        self._remember("taints", result)
+        return result
+
+    def image_sizes(self, image: str) -> IntArray:
+        """Per row, the size in bytes the node reports for `image` (0 when it does not have it)."""
+        cache_key = ("image", image)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        sizes = np.zeros(self.size, np.int64)
+        for row, node in enumerate(self._nodes):
+            if node is not None and image in node.images:
+                sizes[row] = node.images[image]
+        self._remember(cache_key, sizes)
+        return sizes
