@@ -211,16 +211,19 @@ class Cache:
             info = self._nodes.get(name)
             if info is None:
                 snapshot.node_info_map.pop(name, None)
+                snapshot.forget_affinity(name)
                 continue
             current = snapshot.node_info_map.get(name)
             if current is None or current.generation != info.generation:
                 clone = snapshot.node_info_map[name] = info.clone()
+                snapshot.track_affinity(clone)
                 copied += 1
                 position = snapshot.position.get(name)
                 if not rebuild and position is not None:
                     snapshot.node_info_list[position] = clone
                     snapshot.table.update(position, clone)
         if rebuild:
+            snapshot._affinity_lists = None
             snapshot.node_info_list = [snapshot.node_info_map[n] for n, i in self._nodes.items() if i.node is not None]
             snapshot.position = {info.name: i for i, info in enumerate(snapshot.node_info_list)}
             snapshot.table.rebuild(snapshot.node_info_list)

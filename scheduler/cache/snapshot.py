@@ -17,6 +17,10 @@ class Snapshot:
         self.node_info_list: list[NodeInfo] = []
         self.position: dict[str, int] = {}  # node name -> index in node_info_list
         self.table = NodeTable()  # the same nodes as columns, row i = node_info_list[i]
+        # Names of nodes with pods that have (anti-)affinity, and the derived lists (built on demand).
+        self.affinity_nodes: set[str] = set()
+        self.anti_affinity_nodes: set[str] = set()
+        self._affinity_lists: tuple[Sequence[NodeInfo], Sequence[NodeInfo]] | None = None
         self.generation = 0
         # image name -> number of nodes that have it (ImageLocality spreads scores by this)
         self.image_num_nodes: Mapping[str, int] = {}
@@ -26,6 +30,44 @@ class Snapshot:
 
     def get(self, node_name: str) -> NodeInfo | None:
         return self.node_info_map.get(node_name)
+
+    def have_pods_with_affinity(self) -> Sequence[NodeInfo]:
+        """Nodes with at least one pod that has pod affinity or anti-affinity."""
+        return self._lists()[0]
+
+    def have_pods_with_required_anti_affinity(self) -> Sequence[NodeInfo]:
+        return self._lists()[1]
+
+    def _lists(self) -> tuple[Sequence[NodeInfo], Sequence[NodeInfo]]:
+        if self._affinity_lists is None:
+            with_node = [i for n in self.affinity_nodes if (i := self.node_info_map.get(n)) and i.node is not None]
+            with_node.sort(key=lambda i: self.position.get(i.name, 0))
+            self._affinity_lists = (
+                with_node,
+                [i for i in with_node if i.name in self.anti_affinity_nodes],
+            )
+        return self._affinity_lists
+
+    def track_affinity(self, info: NodeInfo) -> None:
+        """Keep the affinity sets in step with an updated node (called by the cache)."""
+        name = info.name
+        was = name in self.affinity_nodes
+        if info.pods_with_affinity:
+            self.affinity_nodes.add(name)
+        else:
+            self.affinity_nodes.discard(name)
+        if info.pods_with_required_anti_affinity:
+            self.anti_affinity_nodes.add(name)
+        else:
+            self.anti_affinity_nodes.discard(name)
+        if was or info.pods_with_affinity:
+            self._affinity_lists = None
+
+    def forget_affinity(self, name: str) -> None:
+        if name in self.affinity_nodes:
+            self.affinity_nodes.discard(name)
+            self.anti_affinity_nodes.discard(name)
+            self._affinity_lists = None
 
     def __len__(self) -> int:
         return len(self.node_info_list)
@@ -39,6 +81,8 @@ class Snapshot:
         snap.node_info_list = [i for i in node_infos if i.node is not None]
         snap.position = {info.name: i for i, info in enumerate(snap.node_info_list)}
         snap.table.rebuild(snap.node_info_list)
+        for info in snap.node_info_list:
+            snap.track_affinity(info)
         counts: dict[str, int] = {}
         for info in snap.node_info_list:
             assert info.node is not None

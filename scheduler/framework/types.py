@@ -131,12 +131,17 @@ class NodeInfo:
         "non_zero_memory",
         "non_zero_milli_cpu",
         "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
         "requested",
     )
 
     def __init__(self, node: Node | None = None) -> None:
         self.node = node
         self.pods: dict[str, Pod] = {}
+        # Subsets of pods that InterPodAffinity must look at (kube-scheduler keeps the same lists).
+        self.pods_with_affinity: dict[str, Pod] = {}
+        self.pods_with_required_anti_affinity: dict[str, Pod] = {}
         self.requested = Resource()
         self.non_zero_milli_cpu = 0
         self.non_zero_memory = 0
@@ -158,6 +163,10 @@ class NodeInfo:
 
     def add_pod(self, pod: Pod) -> None:
         self.pods[pod.uid] = pod
+        if pod.has_pod_affinity:
+            self.pods_with_affinity[pod.uid] = pod
+            if pod.has_required_anti_affinity:
+                self.pods_with_required_anti_affinity[pod.uid] = pod
         self.requested.add(pod.requests)
         self.non_zero_milli_cpu += pod.non_zero_milli_cpu
         self.non_zero_memory += pod.non_zero_memory
@@ -166,6 +175,8 @@ class NodeInfo:
         old = self.pods.pop(pod.uid, None)
         if old is None:
             return False
+        self.pods_with_affinity.pop(pod.uid, None)
+        self.pods_with_required_anti_affinity.pop(pod.uid, None)
         self.requested.sub(old.requests)
         self.non_zero_milli_cpu -= old.non_zero_milli_cpu
         self.non_zero_memory -= old.non_zero_memory
@@ -174,6 +185,9 @@ class NodeInfo:
     def clone(self) -> NodeInfo:
         copy = NodeInfo(self.node)
         copy.pods = dict(self.pods)
+        if self.pods_with_affinity:
+            copy.pods_with_affinity = dict(self.pods_with_affinity)
+            copy.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
         copy.requested = self.requested.copy()
         copy.non_zero_milli_cpu = self.non_zero_milli_cpu
         copy.non_zero_memory = self.non_zero_memory

@@ -142,6 +142,17 @@ class Pod:
         return spec
 
     @property
+    def has_pod_affinity(self) -> bool:
+        """Any pod affinity or anti-affinity (required or preferred)."""
+        affinity = self.spec.get("affinity") or {}
+        return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+
+    @property
+    def has_required_anti_affinity(self) -> bool:
+        anti = (self.spec.get("affinity") or {}).get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 

@@ -142,3 +142,39 @@ def test_image_spread_counts() -> None:
     cache.remove_node("b")
     cache.update_snapshot(snap)
     assert snap.image_num_nodes == {"nginx:1": 1}
+
+
+def test_snapshot_tracks_nodes_with_affinity_pods() -> None:
+    cache = Cache()
+    for name in ("a", "b", "c"):
+        cache.add_or_update_node(node(name))
+    anti = Pod.from_raw(
+        {
+            "metadata": {"name": "anti", "namespace": "ns", "uid": "anti"},
+            "spec": {
+                "nodeName": "b",
+                "containers": [],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {}, "topologyKey": "kubernetes.io/hostname"}
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    cache.add_pod(anti)
+    cache.add_pod(pod("plain", node="c"))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    assert [i.name for i in snap.have_pods_with_affinity()] == ["b"]
+    assert [i.name for i in snap.have_pods_with_required_anti_affinity()] == ["b"]
+    cache.add_pod(pod("another", node="b"))
+    cache.update_snapshot(snap)
+    (info,) = snap.have_pods_with_affinity()
+    assert info is snap.get("b")  # the list follows the current clone
+    assert len(info.pods) == 2
+    cache.remove_pod("anti")
+    cache.update_snapshot(snap)
+    assert list(snap.have_pods_with_affinity()) == []
