@@ -162,15 +162,15 @@ def test_batch_forms_agree_with_per_node_forms(data: tuple[list[Any], list[Any],
                 assert mask.tolist() == expected, plugin.name
         if fw.run_pre_score(state, pod, infos) is not None:
             continue
-        for plugin in fw.score_plugins:
-            batch = getattr(plugin, "score_batch", None)
-            if plugin.name in state.skip_score_plugins or batch is None:
+        for scorer in fw.score_plugins:
+            score_batch = getattr(scorer, "score_batch", None)
+            if scorer.name in state.skip_score_plugins or score_batch is None:
                 continue
-            scores = batch(state, pod, table, rows)
+            scores = score_batch(state, pod, table, rows)
             if scores is None:
                 continue
-            expected_scores = [plugin.score(state, pod, info)[0] for info in infos]
-            assert scores.tolist() == expected_scores, plugin.name
+            expected_scores = [scorer.score(state, pod, info)[0] for info in infos]
+            assert scores.tolist() == expected_scores, scorer.name
         totals_batch, per_batch, status_b = fw.score_nodes(state, pod, infos, table, rows)
         totals_node, per_node, status_n = fw.score_nodes(state, pod, infos)
         assert status_b is None
