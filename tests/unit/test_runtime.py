@@ -247,3 +247,80 @@ async def test_bind_skip_passes_to_the_next_binder(
     status = await fw.run_bind(CycleState(), POD, "n")
     assert log.calls == expected_calls
     assert (status.code if status else None) == expected_code
+
+
+class Gate:
+    name = "Gate"
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        return Status.unresolvable("gated") if pod.name == "p" else None
+
+
+class Preempt:
+    def __init__(self, name: str, nominate: str | None, status: Status | None) -> None:
+        self.name = name
+        self.nominate = nominate
+        self.status = status
+        self.calls = 0
+
+    def post_filter(self, state: CycleState, pod: Pod, node_to_status: object) -> tuple[str | None, Status | None]:
+        self.calls += 1
+        return self.nominate, self.status
+
+
+class PreBinder:
+    def __init__(self, name: str, log: Recorder, status: Status | None) -> None:
+        self.name = name
+        self.log = log
+        self.status = status
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        self.log.calls.append(f"prebind {self.name}")
+        return self.status
+
+
+class PostBinder:
+    def __init__(self, name: str, log: Recorder) -> None:
+        self.name = name
+        self.log = log
+
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self.log.calls.append(f"postbind {self.name}")
+
+
+def test_pre_enqueue_status_names_the_plugin() -> None:
+    fw = make(preEnqueue=[Gate()])
+    status = fw.run_pre_enqueue(POD)
+    assert status is not None
+    assert status.plugin == "Gate"
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def test_post_filter_stops_at_the_first_success_and_collects_messages() -> None:
+    first = Preempt("P1", None, Status.unschedulable("no victims"))
+    second = Preempt("P2", "n1", None)
+    third = Preempt("P3", None, None)
+    nominated, status = make(postFilter=[first, second, third]).run_post_filter(CycleState(), POD, {})
+    assert (nominated, status) == ("n1", None)
+    assert third.calls == 0
+    nominated, status = make(postFilter=[first]).run_post_filter(CycleState(), POD, {})
+    assert nominated is None
+    assert status is not None
+    assert status.reasons == ("no victims",)
+
+
+async def test_pre_bind_failure_stops_and_post_bind_runs_all() -> None:
+    log = Recorder()
+    fw = make(
+        preBind=[
+            PreBinder("A", log, None),
+            PreBinder("B", log, Status.as_error(RuntimeError("volume"))),
+            PreBinder("C", log, None),
+        ],
+        postBind=[PostBinder("X", log), PostBinder("Y", log)],
+    )
+    status = await fw.run_pre_bind(CycleState(), POD, "n")
+    assert status is not None
+    assert status.plugin == "B"
+    fw.run_post_bind(CycleState(), POD, "n")
+    assert log.calls == ["prebind A", "prebind B", "postbind X", "postbind Y"]

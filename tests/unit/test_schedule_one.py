@@ -179,3 +179,21 @@ async def test_round_robin_start_index_moves_across_cycles() -> None:
     await run_queue(sched)
     assert client.bindings["ns/second"] >= "n100"
     assert sched.next_start_node_index == 0
+
+
+async def test_nominated_higher_priority_pod_keeps_its_room() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("only", cpu="2"))
+    nominated = raw_pod("vip", cpu="1500m", priority=100)
+    nominated["status"]["nominatedNodeName"] = "only"
+    inf.on_pod("ADDED", nominated)
+    sched.queue.delete("uid-vip")  # keep the VIP waiting (as if backing off) while others try
+    inf.on_pod("ADDED", raw_pod("low", cpu="1", priority=0))
+    await run_queue(sched)
+    # With the VIP counted on its nominated node, the low-priority pod does not fit.
+    assert "ns/low" not in client.bindings
+    assert client.conditions["ns/low"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    # An equal-or-higher priority pod is filtered without the nomination too, but must fit with it first.
+    inf.on_pod("ADDED", raw_pod("peer", cpu="500m", priority=100))
+    await run_queue(sched)
+    assert client.bindings.get("ns/peer") == "only"
