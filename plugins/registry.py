@@ -5,6 +5,7 @@ from __future__ import annotations
 from plugins import (
     defaultbinder,
     imagelocality,
+    interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
@@ -31,6 +32,7 @@ IN_TREE = (
     noderesourcesbalancedallocation,
     imagelocality,
     podtopologyspread,
+    interpodaffinity,
 )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interface import ScorePlugin
-from scheduler.framework.runtime import FrameworkHandle
+from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
 from scheduler.framework.types import CycleState, NodeInfo, NodeScore
 from scheduler.model.objects import Node, Pod
 
@@ -344,9 +344,12 @@ def snapshot(*infos: NodeInfo) -> Snapshot:
     return Snapshot.from_node_infos(list(infos))
 
 
-def make_handle(*infos: NodeInfo) -> FrameworkHandle:
-    """A framework handle over a snapshot of these nodes, with the in-memory api client."""
-    return FrameworkHandle(FakeApiClient(), snapshot(*infos))
+def make_handle(*infos: NodeInfo, namespaces: Mapping[str, Mapping[str, str]] | None = None) -> FrameworkHandle:
+    """A framework handle over a snapshot of these nodes, with the in-memory api client.
+
+    `namespaces` maps namespace names to their labels (for namespaceSelectors).
+    """
+    return FrameworkHandle(FakeApiClient(), snapshot(*infos), StaticNamespaces(dict(namespaces or {})))
 
 
 def run_score(plugin: ScorePlugin, state: CycleState, pod: Pod, infos: Sequence[NodeInfo]) -> list[int]:

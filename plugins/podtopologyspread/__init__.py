@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from plugins.helper import unexpected_objects
 from plugins.podtopologyspread.constraints import (
     DO_NOT_SCHEDULE,
     HONOR,
@@ -55,7 +56,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import Node, Pod
-from scheduler.model.selectors import SelectorError, required_node_affinity, tolerations_of
+from scheduler.model.selectors import LabelSelector, SelectorError, required_node_affinity, tolerations_of
 
 NAME = "PodTopologySpread"
 
@@ -166,13 +167,11 @@ class PodTopologySpread:
             node = info.node
             if node is None or not has_all_topology_keys(node.labels, constraints):
                 continue
-            indices = eligibility.counted_indices(constraints, node)
-            for i in indices:
+            matching = _MatchingPods(info, pod.namespace)
+            for i in eligibility.counted_indices(constraints, node):
                 c = constraints[i]
                 domain = node.labels[c.topology_key]
-                counts[i][domain] = counts[i].get(domain, 0) + count_matching(
-                    info.pods.values(), c.selector, pod.namespace
-                )
+                counts[i][domain] = counts[i].get(domain, 0) + matching.count(c.selector)
         state.write(PRE_FILTER_KEY, _PreFilterState(constraints, [_DomainCounts(c) for c in counts], eligibility))
         return None, None
 
@@ -257,11 +256,12 @@ class PodTopologySpread:
             node = info.node
             if node is None or (require_all_keys and not has_all_topology_keys(node.labels, constraints)):
                 continue
+            matching = _MatchingPods(info, pod.namespace)
             for i in eligibility.counted_indices(constraints, node):
                 c = constraints[i]
                 domain = node.labels.get(c.topology_key, "")
                 if domain in counts[i]:
-                    counts[i][domain] += count_matching(info.pods.values(), c.selector, pod.namespace)
+                    counts[i][domain] += matching.count(c.selector)
         state.write(PRE_SCORE_KEY, _PreScoreState(constraints, frozenset(ignored), tuple(counts), weights))
         return None
 
@@ -324,7 +324,8 @@ class PodTopologySpread:
 
         Also the pod itself gaining tolerations while a constraint honors node taints.
         """
-        if not _objects_of(Pod, old, new):
+        # A delete brings only the old object.
+        if not isinstance(old, Pod) if new is None else unexpected_objects(Pod, old, new):
             return QueueingHint.QUEUE
         if any(p is not None and not _involved(p, pod) for p in (old, new)):
             return QueueingHint.SKIP
@@ -348,7 +349,8 @@ class PodTopologySpread:
 
     def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node carrying every topology key appeared or went, or its keys' values or taints changed."""
-        if not _objects_of(Node, old, new):
+        # A delete brings only the old object.
+        if not isinstance(old, Node) if new is None else unexpected_objects(Node, old, new):
             return QueueingHint.QUEUE
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -366,10 +368,21 @@ class PodTopologySpread:
         return QueueingHint.QUEUE if (has_keys if new is not None else had_keys) else QueueingHint.SKIP
 
 
-def _objects_of(kind: type, old: Any, new: Any) -> bool:
-    """Whether a hint got what it expects: at least one object, each of `kind` (None for add/delete)."""
-    present = [o for o in (old, new) if o is not None]
-    return bool(present) and all(isinstance(o, kind) for o in present)
+class _MatchingPods:
+    """Counts of a node's pods per selector, so constraints sharing a selector scan the pods once."""
+
+    __slots__ = ("_counts", "_info", "_namespace")
+
+    def __init__(self, info: NodeInfo, namespace: str) -> None:
+        self._info = info
+        self._namespace = namespace
+        self._counts: dict[LabelSelector, int] = {}
+
+    def count(self, selector: LabelSelector) -> int:
+        counted = self._counts.get(selector)
+        if counted is None:
+            counted = self._counts[selector] = count_matching(self._info.pods.values(), selector, self._namespace)
+        return counted
 
 
 def _involved(other: Pod, pod: Pod) -> bool:

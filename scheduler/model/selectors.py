@@ -265,7 +265,12 @@ class LabelSelector:
     def matches(self, labels: Mapping[str, str]) -> bool:
         if self.nothing:
             return False
-        return all(r.matches(labels) for r in self.requirements)
+        # A plain loop, not all(...): measurably faster, and this runs for every pod of every node
+        # in the spreading and affinity plugins.
+        for requirement in self.requirements:  # noqa: SIM110
+            if not requirement.matches(labels):
+                return False
+        return True
 
     @property
     def empty(self) -> bool:
