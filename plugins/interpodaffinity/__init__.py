@@ -167,12 +167,15 @@ class InterPodAffinity:
         existing: dict[TopologyPair, int] = {}
         affinity_counts: dict[TopologyPair, int] = {}
         anti_counts: dict[TopologyPair, int] = {}
-        for info in nodes:
+        own_terms = bool(affinity or anti_affinity)
+        # A pod without required terms of its own is only affected by existing pods' required
+        # anti-affinity: visit just the nodes (and pods) that have some.
+        for info in nodes if own_terms else self.handle.snapshot.have_pods_with_required_anti_affinity():
             node = info.node
             if node is None:
                 continue
             labels = node.labels
-            for other in info.pods.values():
+            for other in (info.pods if own_terms else info.pods_with_required_anti_affinity).values():
                 for term in self.existing_pod_terms(other).required_anti_affinity:
                     if term.matches(pod, namespace_labels):
                         add_to_pair(existing, labels, term.topology_key, 1)
@@ -251,14 +254,15 @@ class InterPodAffinity:
         terms = parsed.with_namespaces_resolved(self.handle.namespaces)
         namespace_labels = self._namespace_labels(pod)
         topology_score: dict[str, dict[str, int]] = {}
-        for info in self.handle.snapshot.list():
+        # Without preferred terms of its own only pods with (anti-)affinity can count: the snapshot
+        # keeps the nodes that have such pods, so most cycles look at few nodes, not all.
+        snapshot = self.handle.snapshot
+        for info in snapshot.list() if has_preferred else snapshot.have_pods_with_affinity():
             node = info.node
             if node is None or not node.labels:
                 continue
-            for other in info.pods.values():
-                # Without preferred terms of its own only pods with (anti-)affinity can count.
-                if has_preferred or has_pod_affinity(other):
-                    self._score_existing_pod(topology_score, terms, namespace_labels, pod, other, node)
+            for other in (info.pods if has_preferred else info.pods_with_affinity).values():
+                self._score_existing_pod(topology_score, terms, namespace_labels, pod, other, node)
         if not topology_score:
             return Status(Code.SKIP, plugin=NAME)
         state.write(PRE_SCORE_KEY, _PreScoreState(topology_score))
