@@ -56,6 +56,15 @@ class Options:
     retry_period: float = 2.0
 
 
+# Watched for PodTopologySpread's system default constraints (their selectors spread pods).
+WORKLOAD_KINDS = (
+    ("", "v1", "services", "Service"),
+    ("", "v1", "replicationcontrollers", "ReplicationController"),
+    ("apps", "v1", "replicasets", "ReplicaSet"),
+    ("apps", "v1", "statefulsets", "StatefulSet"),
+)
+
+
 def full_registry() -> Registry:
     registry = in_tree_registry()
     registry.merge(load_entry_points())
@@ -125,6 +134,16 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
 
+    for group, version, plural, kind in WORKLOAD_KINDS:
+        api_version = f"{group}/{version}" if group else version
+
+        def workload_event(
+            event: Mapping[str, Any], _api_version: str = api_version, _kind: str = kind, **_: Any
+        ) -> None:
+            informers.on_workload(_api_version, _kind, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
+
     return registry
 
 
@@ -141,6 +160,11 @@ async def _prime(client: HttpApiClient, informers: Informers) -> None:
     """List nodes, namespaces and pods once before scheduling starts (kube's WaitForCacheSync)."""
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
+    for group, version, plural, kind in WORKLOAD_KINDS:
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        api_version = f"{group}/{version}" if group else version
+        for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
+            informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/api/v1/nodes"))["items"]:
         informers.on_node("ADDED", item)
     selector = "status.phase!=Succeeded,status.phase!=Failed"

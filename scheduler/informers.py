@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from scheduler.framework.runtime import WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.model.objects import InvalidObject, Node, Pod, Resource
 from scheduler.schedule_one import Scheduler
@@ -39,9 +40,19 @@ ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "Ass
 class Informers:
     """Feeds one Scheduler from watch events."""
 
-    def __init__(self, scheduler: Scheduler, namespaces: dict[str, Mapping[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        namespaces: dict[str, Mapping[str, str]] | None = None,
+        workloads: WorkloadStore | None = None,
+    ) -> None:
         self.sched = scheduler
         self.namespaces = namespaces if namespaces is not None else {}
+        if workloads is None:
+            # Every profile shares the one handle build_scheduler made: feed its store.
+            handles = {id(fw.handle): fw.handle for fw in scheduler.frameworks.values()}
+            workloads = next(iter(handles.values())).workloads if len(handles) == 1 else WorkloadStore()
+        self.workloads = workloads
         self._reported_invalid: set[str] = set()
 
     # ---- pods ----------------------------------------------------------------------------
@@ -143,6 +154,16 @@ class Informers:
             return
         sched.cache.add_or_update_node(node)
         sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)
+
+    # ---- workloads (selectors for default topology spreading) -----------------------------
+
+    def on_workload(self, api_version: str, kind: str, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        # List items carry no apiVersion/kind; the lister is keyed by them.
+        obj = {**raw, "apiVersion": api_version, "kind": kind}
+        if event_type == DELETED:
+            self.workloads.delete(obj)
+        else:
+            self.workloads.upsert(obj)
 
     # ---- namespaces ----------------------------------------------------------------------
 

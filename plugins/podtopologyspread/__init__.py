@@ -391,7 +391,4 @@ def _involved(other: Pod, pod: Pod) -> bool:
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> PodTopologySpread:
-    # The handle offers Service/ReplicationController/ReplicaSet/StatefulSet listers when it
-    # has them (a `workloads` attribute); without them no pod gets default constraints.
-    workloads: WorkloadLister | None = getattr(handle, "workloads", None)
-    return PodTopologySpread(parse_args(args), handle, workloads)
+    return PodTopologySpread(parse_args(args), handle, handle.workloads)

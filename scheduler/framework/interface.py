@@ -7,7 +7,7 @@ PostFilter/PreBind/Bind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
@@ -41,6 +41,17 @@ class NamespaceLister(Protocol):
     def names(self) -> Sequence[str]: ...
 
 
+class WorkloadLister(Protocol):
+    """Services, ReplicationControllers, ReplicaSets and StatefulSets as raw API JSON: what
+    PodTopologySpread's system default constraints derive a pod's selector from."""
+
+    def services(self, namespace: str) -> Iterable[Mapping[str, Any]]: ...
+
+    def controller(self, api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """A ReplicationController, ReplicaSet or StatefulSet, or None if unknown."""
+        ...
+
+
 class Handle(Protocol):
     """What a plugin may reach besides its arguments."""
 
@@ -48,6 +59,8 @@ class Handle(Protocol):
     def snapshot(self) -> SnapshotLister: ...
     @property
     def namespaces(self) -> NamespaceLister: ...
+    @property
+    def workloads(self) -> WorkloadLister: ...
     @property
     def client(self) -> ApiClient: ...
     def allow_waiting_pod(self, uid: str, plugin: str) -> None: ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -129,13 +129,55 @@ class StaticNamespaces:
         return list(self.by_name)
 
 
+class WorkloadStore:
+    """A WorkloadLister kept by the informers (or filled once by tests)."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._services: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self._controllers: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
+        for obj in objects:
+            self.upsert(obj)
+
+    @staticmethod
+    def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
+        meta = obj.get("metadata") or {}
+        return (obj.get("apiVersion") or "", obj.get("kind") or "", meta.get("namespace") or "", meta.get("name") or "")
+
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        _, kind, namespace, name = key = self._key(obj)
+        if kind == "Service":
+            self._services.setdefault(namespace, {})[name] = obj
+        else:
+            self._controllers[key] = obj
+
+    def delete(self, obj: Mapping[str, Any]) -> None:
+        _, kind, namespace, name = key = self._key(obj)
+        if kind == "Service":
+            self._services.get(namespace, {}).pop(name, None)
+        else:
+            self._controllers.pop(key, None)
+
+    def services(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        return self._services.get(namespace, {}).values()
+
+    def controller(self, api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._controllers.get((api_version, kind, namespace, name))
+
+
 class FrameworkHandle:
     """What plugins get: listers over the current snapshot, the api client, waiting pods."""
 
-    def __init__(self, client: ApiClient, snapshot: SnapshotLister, namespaces: NamespaceLister | None = None) -> None:
+    def __init__(
+        self,
+        client: ApiClient,
+        snapshot: SnapshotLister,
+        namespaces: NamespaceLister | None = None,
+        workloads: WorkloadStore | None = None,
+    ) -> None:
         self._client = client
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
+        self._workloads = workloads if workloads is not None else WorkloadStore()
         self.waiting_pods: dict[str, WaitingPod] = {}
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
 
@@ -154,6 +196,10 @@ class FrameworkHandle:
     @property
     def namespaces(self) -> NamespaceLister:
         return self._namespaces
+
+    @property
+    def workloads(self) -> WorkloadStore:
+        return self._workloads
 
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)

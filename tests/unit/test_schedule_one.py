@@ -12,7 +12,9 @@ from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config, parse_config
+from scheduler.framework.types import CycleState
 from scheduler.informers import Informers
+from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find, select_best
 
 NAME = "secondary-scheduler"
@@ -197,3 +199,42 @@ async def test_nominated_higher_priority_pod_keeps_its_room() -> None:
     inf.on_pod("ADDED", raw_pod("peer", cpu="500m", priority=100))
     await run_queue(sched)
     assert client.bindings.get("ns/peer") == "only"
+
+
+def test_replicaset_pods_get_system_default_spreading() -> None:
+    sched, inf, _ = setup()
+    for i in range(3):
+        node = raw_node(f"n{i}")
+        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": "z"}
+        inf.on_node("ADDED", node)
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs", "controller": True}]
+    inf.on_workload(
+        "apps/v1",
+        "ReplicaSet",
+        "ADDED",
+        {"metadata": {"name": "web", "namespace": "ns"}, "spec": {"selector": {"matchLabels": {"app": "web"}}}},
+    )
+    for i in range(2):
+        existing = raw_pod(f"old-{i}", node="n0", scheduler="default-scheduler")
+        existing["metadata"].update(labels={"app": "web"}, ownerReferences=owner)
+        inf.on_pod("ADDED", existing)
+    fresh = raw_pod("new")
+    fresh["metadata"].update(labels={"app": "web"}, ownerReferences=owner)
+    pod = Pod.from_raw(fresh)
+    sched.cache.update_snapshot(sched.snapshot)
+    fw = sched.frameworks[NAME]
+    nodes = sched.snapshot.list()
+    state = CycleState()
+    fw.run_pre_filter(state, pod, nodes)
+    assert fw.run_pre_score(state, pod, nodes) is None
+    assert "PodTopologySpread" not in state.skip_score_plugins
+    _, per_plugin, status = fw.score_nodes(state, pod, nodes)
+    assert status is None
+    spread = dict(zip([n.name for n in nodes], per_plugin["PodTopologySpread"].tolist(), strict=True))
+    assert spread["n0"] < spread["n1"] == spread["n2"]
+    # Without an owner nothing is selected by default: the plugin skips scoring.
+    plain = Pod.from_raw(raw_pod("plain"))
+    state = CycleState()
+    fw.run_pre_filter(state, plain, nodes)
+    fw.run_pre_score(state, plain, nodes)
+    assert "PodTopologySpread" in state.skip_score_plugins
