@@ -9,6 +9,7 @@ import signal
 import sys
 
 from scheduler import logs
+from scheduler.api.client import ApiError
 from scheduler.config import ConfigError
 
 
@@ -49,12 +50,40 @@ def _parser() -> argparse.ArgumentParser:
         default=900.0,
         help="seconds before a bound-but-unconfirmed assumed pod is dropped; 0 never drops (default: %(default)s)",
     )
+    explain = sub.add_parser("explain", help="say why a pod is pending (a dry scheduling cycle; writes nothing)")
+    explain.add_argument("pod", help="pod name, or namespace/name")
+    explain.add_argument("-n", "--namespace", default="default")
+    explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    explain.add_argument("--config", help="KubeSchedulerConfiguration file the scheduler runs with")
+    explain.add_argument("--scheduler-name", default="secondary-scheduler")
+    explain.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    explain.add_argument("--log-format", default="console", choices=["json", "console"])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logs.configure(args.log_level, json_output=args.log_format == "json")
+    if args.command == "explain":
+        from scheduler import explain
+        from scheduler.app import Options
+
+        namespace, _, name = args.pod.rpartition("/")
+        try:
+            print(
+                explain.run(
+                    Options(kubeconfig=args.kubeconfig, config=args.config, scheduler_name=args.scheduler_name),
+                    namespace or args.namespace,
+                    name,
+                )
+            )
+        except ConfigError as exc:
+            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
+            return 2
+        except ApiError as exc:
+            print(f"secondary-scheduler: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "run":
         from scheduler.app import Options, run
 
