@@ -424,7 +424,10 @@ class PriorityQueue:
             return
         info = self._unschedulable.get(uid)
         if info is None:
-            if uid not in self._in_flight:
+            if uid in self._in_flight:
+                # Being scheduled right now: remember the update so a failure is judged against it.
+                self._event_log.append((POD_UPDATE_EVENT, None, pod))
+            else:
                 self.add(pod)
             return
         old = info.pod

@@ -234,3 +234,14 @@ async def test_pop_waits_for_a_pod_and_close_releases_it(queue: PriorityQueue) -
     await asyncio.sleep(0)
     queue.close()
     assert await asyncio.wait_for(closing, 1) is None
+
+
+def test_update_of_an_in_flight_pod_is_not_lost(queue: PriorityQueue, clock: FakeClock) -> None:
+    queue.add(pod("p", gates=()))
+    info = queue.pop_nowait()
+    assert info is not None
+    # While its cycle runs, the pod gains a toleration (an update its rejecting plugin cares about).
+    queue.update(pod("p"))
+    clock.t += 2
+    info.unschedulable_plugins = {"TaintToleration"}
+    assert queue.add_unschedulable_if_not_present(info) in (ACTIVE_Q, BACKOFF_Q)
