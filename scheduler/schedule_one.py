@@ -180,17 +180,11 @@ class Scheduler:
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
         host = result.suggested_host
-        reserve_status = fw.run_reserve(state, assumed, host)
-        if reserve_status is not None:
-            status = reserve_status
-            fw.run_unreserve(state, assumed, host)
-            self.cache.forget_pod(assumed)
-            self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
-            self.handle_failure(fw, info, status, None, None, rejected_by=status.plugin)
-            return
-        permit_status = fw.run_permit(state, assumed, host)
-        if permit_status is not None and permit_status.code != Code.WAIT:
-            status = permit_status
+        status = fw.run_reserve(state, assumed, host)
+        if status is None:
+            status = fw.run_permit(state, assumed, host)
+        if status is not None and status.code != Code.WAIT:
+            # Reserve or Permit said no: undo both (Unreserve is idempotent) and the assume.
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
             self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
