@@ -39,6 +39,11 @@ test: $(STAMP) controlplane lint typecheck
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
 
+# ours vs kube-scheduler vs a null binder, scheduler_perf-style; BENCH_ARGS="--full", "--workloads ...".
+bench: $(STAMP) controlplane
+	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
+	$(PY) -m scheduler.testing.bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache
 

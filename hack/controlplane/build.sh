@@ -21,7 +21,8 @@ k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
 
 build_k8s() {
   local missing=()
-  for b in kube-apiserver kube-scheduler kube-controller-manager; do
+  # null-binder: the benchmarks' floor (binds round-robin, no logic), see k8s/cmd/null-binder.
+  for b in kube-apiserver kube-scheduler kube-controller-manager null-binder; do
     [ -x "$bin/$b" ] || missing+=("$b")
   done
   [ ${#missing[@]} -eq 0 ] && return

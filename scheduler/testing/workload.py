@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,15 +28,24 @@ from scheduler.testing.controlplane import ControlPlane, free_ports
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class SchedulerProcess:
+    """A running scheduler subprocess: its metrics port, its pid (for /proc readings) and its log."""
+
+    port: int
+    pid: int
+    log_path: Path
+
+
 @contextmanager
-def running_scheduler(
+def running_scheduler_process(
     plane: ControlPlane,
     scheduler_name: str,
     config: Path | None = None,
     extra_args: tuple[str, ...] = (),
     python_path: tuple[Path, ...] = (),
-) -> Iterator[int]:
-    """Yields the metrics port of a running scheduler; on exit checks it stopped cleanly."""
+) -> Iterator[SchedulerProcess]:
+    """Like running_scheduler, but yields the whole SchedulerProcess (the benchmarks read its pid)."""
     (port,) = free_ports(1)
     log_path = plane.log_dir / f"scheduler-{scheduler_name}.log"
     args = [
@@ -61,7 +71,7 @@ def running_scheduler(
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         wait_for(lambda: _ready(port, proc, log_path), timeout=30, what="scheduler /readyz")
-        yield port
+        yield SchedulerProcess(port=port, pid=proc.pid, log_path=log_path)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -74,6 +84,19 @@ def running_scheduler(
         code = proc.returncode
         if code not in (0, -signal.SIGTERM):
             raise AssertionError(f"scheduler exited with {code}; log:\n{_tail(log_path)}")
+
+
+@contextmanager
+def running_scheduler(
+    plane: ControlPlane,
+    scheduler_name: str,
+    config: Path | None = None,
+    extra_args: tuple[str, ...] = (),
+    python_path: tuple[Path, ...] = (),
+) -> Iterator[int]:
+    """Yields the metrics port of a running scheduler; on exit checks it stopped cleanly."""
+    with running_scheduler_process(plane, scheduler_name, config, extra_args, python_path) as process:
+        yield process.port
 
 
 def _tail(path: Path, lines: int = 60) -> str:

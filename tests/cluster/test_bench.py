@@ -1,0 +1,51 @@
+"""`make bench`'s harness end to end on a tiny workload: ours and the null binder, real control planes.
+
+Owns: the check that a benchmark run binds every pod that fits, sees the ones that never fit
+reported, and writes sane numbers to results.json / results.md / latest.md. Must never: run the
+default sizes (minutes) or write into the repository's bench-results/.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduler.testing.bench.runner import main
+
+pytestmark = pytest.mark.cluster
+
+
+def test_tiny_benchmark_binds_everything_that_fits_and_writes_sane_results(tmp_path: Path) -> None:
+    args = ["--workloads", "Unschedulable", "--schedulers", "ours,null"]
+    args += ["--nodes", "5", "--pods", "20", "--initial-pods", "0", "--timeout", "30", "--results-dir", str(tmp_path)]
+
+    assert main(args) == 0
+
+    (out_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    results = json.loads((out_dir / "results.json").read_text())
+    runs = {run["scheduler"]: run for run in results["runs"]}
+    assert set(runs) == {"ours", "null"}
+    for run in runs.values():
+        assert "error" not in run, run["error"]
+        assert not run["timed_out"]
+        assert run["fittable"] == 16  # every 5th of the 20 pods asks for 1000 CPUs
+        assert run["bound"] == 16
+        assert run["throughput_avg"] > 0
+        assert run["throughput_p50"] > 0
+        assert 0 < run["latency_p50_ms"] <= run["latency_p99_ms"] < 30_000
+        assert run["cpu_seconds"] >= 0  # the null binder may bind 16 pods within one 10 ms clock tick
+        assert run["peak_rss_mib"] > 10
+        assert sum(run["timeline"]) == 16
+    assert runs["ours"]["cpu_seconds"] > 0
+    assert runs["ours"]["reported_unschedulable"] == 4
+    assert runs["ours"]["violations"] == []
+    assert runs["ours"]["attempt_p50_ms"] is not None and runs["ours"]["attempt_p50_ms"] > 0
+    assert runs["null"]["violations"] is None  # it binds anything anywhere: nothing to check
+    (ratio,) = results["ratios"]
+    assert ratio["workload"] == "Unschedulable" and ratio["ours_vs_null"] > 0
+
+    table = (out_dir / "results.md").read_text()
+    assert "| Unschedulable | secondary-scheduler | 5 | 20 | 16/16 |" in table
+    assert (tmp_path / "latest.md").read_text().startswith("# Scheduler benchmark")
