@@ -19,7 +19,8 @@ pytestmark = pytest.mark.cluster
 
 def test_tiny_benchmark_binds_everything_that_fits_and_writes_sane_results(tmp_path: Path) -> None:
     args = ["--workloads", "Unschedulable", "--schedulers", "ours,null"]
-    args += ["--nodes", "5", "--pods", "20", "--initial-pods", "0", "--timeout", "30", "--results-dir", str(tmp_path)]
+    args += ["--nodes", "5", "--pods", "20", "--initial-pods", "0", "--timeout", "30", "--quiet-wait", "0"]
+    args += ["--results-dir", str(tmp_path)]
 
     assert main(args) == 0
 
