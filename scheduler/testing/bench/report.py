@@ -157,6 +157,11 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return str(value)
 
 
+def cpu_per_pod_ms(run: Mapping[str, Any]) -> float | None:
+    """The scheduler's CPU milliseconds per pod it bound in the measured phase."""
+    return 1000 * run["cpu_seconds"] / run["bound"] if run.get("bound") else None
+
+
 def ratios(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per workload: ours ÷ kube-scheduler and ours ÷ null binder (average throughput), and
     ours ÷ kube-scheduler peak RSS, for the pairs measured in this run."""
@@ -179,6 +184,7 @@ def ratios(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "ours_vs_kube": ratio(ours["throughput_avg"], kube["throughput_avg"]) if kube else None,
                 "ours_vs_null": ratio(ours["throughput_avg"], null["throughput_avg"]) if null else None,
                 "rss_ours_vs_kube": ratio(ours["peak_rss_mib"], kube["peak_rss_mib"]) if kube else None,
+                "cpu_per_pod_ours_vs_kube": ratio(cpu_per_pod_ms(ours), cpu_per_pod_ms(kube)) if kube else None,
             }
         )
     return rows
@@ -196,19 +202,20 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "Throughput in pods/s from 1 s samples (scheduler_perf's method); latency from the measured pod's "
         "create (POST answered) to its binding seen on a watch; attempt latency from the scheduler's "
-        "`scheduler_scheduling_attempt_duration_seconds`; CPU seconds over the measured phase (s: from the first "
-        "create to the last binding); peak RSS = VmHWM; other CPU = the machine's busy time not spent by the "
-        "scheduler, apiserver, etcd or harness (anything else running skews the numbers).",
+        "`scheduler_scheduling_attempt_duration_seconds`; the scheduler's CPU seconds over the measured phase "
+        "(s: from the first create to the last binding); peak RSS = VmHWM; other CPU = the machine's busy time "
+        "not spent by the scheduler, apiserver, etcd or harness (anything else running skews the numbers).",
         "",
         "| workload | scheduler | nodes | pods | bound | s | thr avg | thr p50 | thr p99 | lat p50 ms | lat p99 ms "
-        "| attempt p50 ms | attempt p99 ms | CPU s | peak RSS MiB | apiserver CPU s | other CPU s | violations |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| attempt p50 ms | attempt p99 ms | CPU s | CPU ms/pod | peak RSS MiB | apiserver CPU s | other CPU s "
+        "| violations |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for run in results["runs"]:
         if run.get("error"):
             lines.append(
                 f"| {run['workload']} | {run['title']} | {run['nodes']} | {run['measured_pods']} | error: "
-                f"{str(run['error']).splitlines()[0][:120].replace('|', '/')} |" + " |" * 13
+                f"{str(run['error']).splitlines()[0][:120].replace('|', '/')} |" + " |" * 14
             )
             continue
         bound = f"{run['bound']}/{run['fittable']}" + (" (timeout)" if run["timed_out"] else "")
@@ -231,6 +238,7 @@ def markdown(results: Mapping[str, Any]) -> str:
                     _fmt(run["attempt_p50_ms"], 1),
                     _fmt(run["attempt_p99_ms"], 1),
                     _fmt(run["cpu_seconds"], 1),
+                    _fmt(cpu_per_pod_ms(run), 2),
                     _fmt(run["peak_rss_mib"]),
                     _fmt(run["apiserver_cpu_seconds"], 1),
                     _fmt(run["other_cpu_seconds"], 1),
@@ -239,17 +247,20 @@ def markdown(results: Mapping[str, Any]) -> str:
             )
             + " |"
         )
+    lines += ["", "| workload | what the measured pods ask for |", "|---|---|"]
+    lines += [f"| {name} | {what} |" for name, what in results.get("workloads", {}).items()]
     rows = results["ratios"]
     if rows:
         lines += [
             "",
-            "| workload | ours ÷ kube-scheduler | ours ÷ null binder | peak RSS ours ÷ kube-scheduler |",
-            "|---|--:|--:|--:|",
+            "| workload | throughput ours ÷ kube-scheduler | throughput ours ÷ null binder "
+            "| peak RSS ours ÷ kube-scheduler | CPU per pod ours ÷ kube-scheduler |",
+            "|---|--:|--:|--:|--:|",
         ]
         for row in rows:
             lines.append(
                 f"| {row['workload']} | {_fmt(row['ours_vs_kube'], 2)} | {_fmt(row['ours_vs_null'], 2)} "
-                f"| {_fmt(row['rss_ours_vs_kube'], 2)} |"
+                f"| {_fmt(row['rss_ours_vs_kube'], 2)} | {_fmt(row['cpu_per_pod_ours_vs_kube'], 2)} |"
             )
     plots = [run["workload"] for run in results["runs"]]
     if results.get("plots"):

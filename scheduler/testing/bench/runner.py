@@ -388,6 +388,7 @@ def run_benchmark(
         "runs": [],
         "notes": [],
     }
+    results["workloads"] = {workload.name: workload.description for workload in workloads}
     for workload in workloads:
         chosen = replace(workload.full if full else workload.default, **(overrides or {}))
         for kind in kinds:

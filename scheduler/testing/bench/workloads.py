@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.model.objects import Resource
@@ -110,8 +110,8 @@ class PodTemplate:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where every pod of one run ended up: node index → labels, and (template, index, node) per
-    bound pod, initial and measured alike."""
+    """Where every pod of one run ended up: the nodes (name → labels) and (template, index, node
+    name) per bound pod, initial and measured alike."""
 
     nodes: Mapping[str, Mapping[str, str]]
     node_template: NodeTemplate
@@ -175,9 +175,6 @@ class Workload:
         if self.check is not None:
             problems += self.check(placement)
         return problems
-
-    def sized(self, size: Size) -> Workload:
-        return replace(self, default=size, full=size)
 
 
 # ------------------------------------------------------------------------------ the workloads
