@@ -122,22 +122,24 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
             private_key_path=cfg.key_file,
         )
 
+    # Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, which would
+    # race with the scheduling loop over the cache and queue (and costs a thread hop per event).
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def node_event(event: Mapping[str, Any], **_: Any) -> None:
+    async def node_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_node(event.get("type"), event["object"])
 
     @kopf.on.event("", "v1", "pods", registry=registry)
-    def pod_event(event: Mapping[str, Any], **_: Any) -> None:
+    async def pod_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_pod(event.get("type"), event["object"])
 
     @kopf.on.event("", "v1", "namespaces", registry=registry)
-    def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
+    async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
 
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
 
-        def workload_event(
+        async def workload_event(
             event: Mapping[str, Any], _api_version: str = api_version, _kind: str = kind, **_: Any
         ) -> None:
             informers.on_workload(_api_version, _kind, event.get("type"), event["object"])

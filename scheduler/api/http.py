@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,12 +23,17 @@ from scheduler import __version__
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
+# Re-reading the kubeconfig/token on every request costs more than the request itself; bound
+# service-account tokens are refreshed by the kubelet long before they expire.
+AUTH_REFRESH_SECONDS = 60.0
 
-@dataclass(frozen=True)
+
+@dataclass
 class Connection:
     """Where the API server is and how to authenticate to it."""
 
     configuration: Any  # kubernetes.client.Configuration
+    _auth: tuple[float, str | None] | None = field(default=None, repr=False)
 
     @property
     def host(self) -> str:
@@ -44,6 +50,18 @@ class Connection:
         return ctx
 
     def auth_header(self) -> str | None:
+        """The Authorization header, re-read at most every AUTH_REFRESH_SECONDS (tokens rotate)."""
+        now = time.monotonic()
+        if self._auth is not None and now - self._auth[0] < AUTH_REFRESH_SECONDS:
+            return self._auth[1]
+        value = self._read_auth_header()
+        self._auth = (now, value)
+        return value
+
+    def invalidate_auth(self) -> None:
+        self._auth = None
+
+    def _read_auth_header(self) -> str | None:
         cfg = self.configuration
         if cfg.refresh_api_key_hook is not None:
             cfg.refresh_api_key_hook(cfg)
@@ -105,6 +123,8 @@ class HttpApiClient:
         try:
             async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
                 text = await resp.text()
+                if resp.status == 401:
+                    self._conn.invalidate_auth()
                 if resp.status >= 400:
                     reason, message = "", text
                     try:
