@@ -1,8 +1,10 @@
-"""Wiring: config → registry → profiles → queue, cache, scheduler → kopf informers → servers.
+"""Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
-kopf runs the watches (on.event handlers only: nothing is ever written onto watched
-objects; event posting is off; no peering). The scheduling loop, the queue's flush loops,
-the assumed-pod expiry and the metrics/health server run beside it on the same event loop.
+kopf runs the watches of nodes, namespaces and workloads (on.event handlers only: nothing is
+ever written onto watched objects; event posting is off; no peering); the pod stream, whose
+volume grows with the scheduling rate, goes through the lean Reflector (scheduler.api.watch).
+The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
+server run beside them on the same event loop.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.http import Connection, HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
+from scheduler.api.watch import Reflector
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.registry import Registry, load_entry_points
@@ -128,10 +131,6 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     async def node_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_node(event.get("type"), event["object"])
 
-    @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(event: Mapping[str, Any], **_: Any) -> None:
-        informers.on_pod(event.get("type"), event["object"])
-
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
@@ -158,8 +157,13 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     return settings
 
 
-async def _prime(client: HttpApiClient, informers: Informers) -> None:
-    """List nodes, namespaces and pods once before scheduling starts (kube's WaitForCacheSync)."""
+# Terminal pods hold no resources: like kube-scheduler's informer, never see them (a pod that
+# finishes arrives as DELETED).
+POD_COLLECTION = "/api/v1/pods?fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed"
+
+
+async def _prime(client: HttpApiClient, informers: Informers, pods: Reflector) -> None:
+    """List everything once before scheduling starts (kube's WaitForCacheSync)."""
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
     for group, version, plural, kind in WORKLOAD_KINDS:
@@ -169,12 +173,8 @@ async def _prime(client: HttpApiClient, informers: Informers) -> None:
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/api/v1/nodes"))["items"]:
         informers.on_node("ADDED", item)
-    selector = "status.phase!=Succeeded,status.phase!=Failed"
-    pods = await client.request("GET", f"/api/v1/pods?fieldSelector={selector}")
-    # Assigned pods first so the cache is complete before any pending pod is tried.
-    items = sorted(pods["items"], key=lambda p: not (p.get("spec") or {}).get("nodeName"))
-    for item in items:
-        informers.on_pod("ADDED", item)
+    # Scheduling starts only after this returns, so the order pods arrive in does not matter.
+    await pods.list()
 
 
 async def _serve_metrics(options: Options, ready: asyncio.Event) -> web.AppRunner:
@@ -227,8 +227,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         metrics_port=options.metrics_port,
     )
     tasks: list[asyncio.Task[Any]] = []
+    pods = Reflector(client, POD_COLLECTION, informers.on_pod)
     try:
-        await _prime(client, informers)
+        await _prime(client, informers, pods)
+        tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
         tasks.append(
             asyncio.create_task(
                 kopf.operator(

@@ -10,7 +10,7 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -134,6 +134,26 @@ class HttpApiClient:
                         pass
                     raise ApiError(resp.status, message, reason)
                 return json.loads(text) if text else None
+        except aiohttp.ClientError as exc:
+            raise ApiError(0, f"{method} {path}: {exc}") from exc
+
+    async def stream(self, method: str, path: str) -> AsyncIterator[bytes]:
+        """The response body in chunks as they arrive (watches); no overall timeout."""
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        auth = self._conn.auth_header()
+        if auth:
+            headers["Authorization"] = auth
+        try:
+            async with self._get_session().request(
+                method, self._conn.host + path, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
+            ) as resp:
+                if resp.status >= 400:
+                    text = await resp.text()
+                    if resp.status == 401:
+                        self._conn.invalidate_auth()
+                    raise ApiError(resp.status, text)
+                async for chunk in resp.content.iter_any():
+                    yield chunk
         except aiohttp.ClientError as exc:
             raise ApiError(0, f"{method} {path}: {exc}") from exc
 
