@@ -37,6 +37,7 @@ from scheduler.framework.types import (
     NodeInfo,
     QueuedPodInfo,
     Status,
+    plugin_list,
 )
 from scheduler.model.objects import Pod
 from scheduler.nominator import Nominator
@@ -231,7 +232,7 @@ class Scheduler:
             return [], diagnosis
         if pre_result is not None and pre_result.node_names is not None:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
-            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {sorted(rejecting)}")
+            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)}")
             diagnosis.unschedulable_plugins |= rejecting
             return self._find_per_node(fw, state, pod, allowed, diagnosis)
 

@@ -57,7 +57,7 @@ class FitArgs:
 
 def parse_args(args: Mapping[str, Any]) -> FitArgs:
     """Validate NodeResourcesFitArgs; errors name the field."""
-    unknown = set(args) - {"scoringStrategy", "ignoredResources", "ignoredResourceGroups"}
+    unknown = set(args) - {"apiVersion", "kind", "scoringStrategy", "ignoredResources", "ignoredResourceGroups"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
     strategy = args.get("scoringStrategy") or {}

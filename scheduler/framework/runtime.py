@@ -45,6 +45,7 @@ from scheduler.framework.types import (
     PreFilterResult,
     QueuedPodInfo,
     Status,
+    plugin_list,
 )
 from scheduler.model.objects import Pod
 
@@ -287,7 +288,7 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
-        """Returns the merged node restriction, the first failure, and the plugins that rejected."""
+        """The merged node restriction, the first failure, and the plugins that rejected or narrowed."""
         started = time.perf_counter()
         result: PreFilterResult | None = None
         rejecting: list[str] = []
@@ -310,11 +311,11 @@ class Framework:
                 result = plugin_result if result is None else result.merge(plugin_result)
                 rejecting.append(plugin.name)
                 if not result.node_names:
-                    status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {sorted(rejecting)} simultaneously")
+                    status = Status.unresolvable(
+                        f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)} simultaneously"
+                    )
                     break
         _timed("PreFilter", self.profile_name, started, status)
-        if status is None:
-            rejecting = []
         return result, status, set(rejecting)
 
     def run_pre_filter_add_pod(

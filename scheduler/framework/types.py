@@ -291,18 +291,29 @@ class FitError(Exception):
         self.diagnosis = diagnosis
 
     def __str__(self) -> str:
+        diagnosis = self.diagnosis
         counts: dict[str, int] = {}
-        for status in self.diagnosis.node_to_status.values():
+        for status in diagnosis.node_to_status.values():
             for reason in status.reasons:
                 counts[reason] = counts.get(reason, 0) + 1
+        absent = self.num_all_nodes - len(diagnosis.node_to_status)
+        if diagnosis.absent_status is not None and not diagnosis.pre_filter_msg and absent > 0:
+            # Nodes a PreFilter result left out are reported with that plugin's status.
+            for reason in diagnosis.absent_status.reasons:
+                counts[reason] = counts.get(reason, 0) + absent
         message = f"0/{self.num_all_nodes} nodes are available:"
-        if self.diagnosis.pre_filter_msg:
-            message += f" {self.diagnosis.pre_filter_msg}."
+        if diagnosis.pre_filter_msg:
+            message += f" {diagnosis.pre_filter_msg}."
         if counts:
             message += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
         if self.diagnosis.post_filter_msg:
             message += f" {self.diagnosis.post_filter_msg}."
         return message
+
+
+def plugin_list(names: Iterable[str]) -> str:
+    """Plugin names as kube-scheduler prints a Go string slice: [A B]."""
+    return "[" + " ".join(sorted(names)) + "]"
 
 
 def iter_reasons(statuses: Iterable[Status]) -> Iterable[str]:
@@ -322,3 +333,5 @@ class QueuedPodInfo:
     pending_plugins: set[str] = field(default_factory=set)
     gated: bool = False
     gating_plugin: str = ""
+    # Backing off after an error (not a rejection): such a pod waits its backoff out in full.
+    error_backoff: bool = False

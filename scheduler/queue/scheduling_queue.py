@@ -116,7 +116,10 @@ class PriorityQueue:
         self._seq = itertools.count()
         self._active: list[_HeapItem] = []
         self._active_items: dict[str, _HeapItem] = {}
+        # backoffQ is two heaps, as in kube-scheduler 1.34: rejected pods (which an idle pop may
+        # take early) and pods that failed with an error (which always wait their backoff out).
         self._backoff: list[_BackoffItem] = []
+        self._error_backoff: list[_BackoffItem] = []
         self._backoff_items: dict[str, _BackoffItem] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._in_flight: dict[str, int] = {}  # uid -> event log position when popped
@@ -192,8 +195,10 @@ class PriorityQueue:
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         item = _BackoffItem(info, self.backoff_expiry(info), next(self._seq))
         self._backoff_items[info.pod.uid] = item
-        heapq.heappush(self._backoff, item)
+        heapq.heappush(self._error_backoff if info.error_backoff else self._backoff, item)
         metrics.queue_incoming_pods.labels(BACKOFF_Q, event).inc()
+        if self._wakeup is not None and not info.error_backoff:
+            self._wakeup.set()  # an idle pop() may take it from backoffQ
 
     def _remove_anywhere(self, uid: str) -> QueuedPodInfo | None:
         active = self._active_items.pop(uid, None)
@@ -251,21 +256,37 @@ class PriorityQueue:
         return None
 
     def pop_nowait(self) -> QueuedPodInfo | None:
-        """The head of activeQ, or None if activeQ is empty. Starts the pod's scheduling cycle."""
+        """The head of activeQ; when activeQ is empty, the head of backoffQ (kube-scheduler's
+        SchedulerPopFromBackoffQ: no point idling while a rejected pod could be retried), except a
+        pod backing off after an error. None if there is nothing. Starts the pod's scheduling cycle."""
+        info = self._pop_active() or self._pop_backoff()
+        if info is None:
+            return None
+        info.attempts += 1
+        if info.initial_attempt_timestamp is None:
+            info.initial_attempt_timestamp = self._clock.now()
+        self.scheduling_cycle += 1
+        self._in_flight[info.pod.uid] = self._event_log_base + len(self._event_log)
+        self._update_gauges()
+        return info
+
+    def _pop_active(self) -> QueuedPodInfo | None:
         while self._active:
             item = heapq.heappop(self._active)
             if item.removed:
                 continue
             del self._active_items[item.info.pod.uid]
-            info = item.info
-            info.attempts += 1
-            if info.initial_attempt_timestamp is None:
-                info.initial_attempt_timestamp = self._clock.now()
-            self.scheduling_cycle += 1
-            self._in_flight[info.pod.uid] = self._event_log_base + len(self._event_log)
-            self._update_gauges()
-            return info
+            return item.info
         return None
+
+    def _pop_backoff(self) -> QueuedPodInfo | None:
+        while self._backoff and self._backoff[0].removed:
+            heapq.heappop(self._backoff)
+        if not self._backoff:
+            return None
+        item = heapq.heappop(self._backoff)
+        del self._backoff_items[item.info.pod.uid]
+        return item.info
 
     def close(self) -> None:
         self._closed = True
@@ -297,6 +318,7 @@ class PriorityQueue:
         uid = info.pod.uid
         start = self._in_flight.pop(uid, None)
         info.timestamp = self._clock.now()
+        info.error_backoff = error
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
@@ -370,17 +392,18 @@ class PriorityQueue:
         """Move pods whose backoff expired to activeQ (runs every second)."""
         now = self._clock.now()
         moved = 0
-        while self._backoff:
-            head = self._backoff[0]
-            if head.removed:
-                heapq.heappop(self._backoff)
-                continue
-            if head.expiry > now:
-                break
-            heapq.heappop(self._backoff)
-            del self._backoff_items[head.info.pod.uid]
-            self._push_active(head.info, "BackoffComplete")
-            moved += 1
+        for heap in (self._backoff, self._error_backoff):
+            while heap:
+                head = heap[0]
+                if head.removed:
+                    heapq.heappop(heap)
+                    continue
+                if head.expiry > now:
+                    break
+                heapq.heappop(heap)
+                del self._backoff_items[head.info.pod.uid]
+                self._push_active(head.info, "BackoffComplete")
+                moved += 1
         if moved:
             self._update_gauges()
         return moved

@@ -52,7 +52,7 @@ from scheduler.config import API_VERSION, KIND, SchedulerConfig, parse_config
 from scheduler.framework.types import CycleState, FitError
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, _deep_merge
+from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, deep_merge
 from scheduler.testing.workload import metrics_text, running_scheduler, wait_for
 
 Raw = dict[str, Any]
@@ -208,7 +208,7 @@ def node_object(short: Mapping[str, Any], where: str = "node") -> Raw:
     }
     for part in ("metadata", "spec", "status"):
         if part in short:
-            node[part] = _deep_merge(node[part], short[part])
+            node[part] = deep_merge(node[part], short[part])
     return node
 
 
@@ -262,7 +262,7 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
         pod["status"] = {"phase": str(short["phase"])}
     for part in ("metadata", "spec"):
         if part in short:
-            pod[part] = _deep_merge(pod[part], short[part])
+            pod[part] = deep_merge(pod[part], short[part])
     return pod
 
 

@@ -118,13 +118,13 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """`base` updated by `extra`; nested mappings merge, everything else (lists too) is replaced."""
     merged = dict(base)
     for key, value in extra.items():
         current = merged.get(key)
         if isinstance(current, Mapping) and isinstance(value, Mapping):
-            merged[key] = _deep_merge(current, value)
+            merged[key] = deep_merge(current, value)
         else:
             merged[key] = value
     return merged
@@ -700,7 +700,7 @@ class ControlPlane:
             "profiles": [{"schedulerName": scheduler_name}],
         }
         if extra_config:
-            config = _deep_merge(config, extra_config)
+            config = deep_merge(config, extra_config)
         name = f"kube-scheduler-{scheduler_name}"
         config_path = self.workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -19,19 +19,7 @@ SCENARIOS = load_scenarios()
 
 # Scenarios that fail because of a bug on our side: they stay in the suite, marked, until the owner
 # fixes the cause (strict: a fixed bug fails here until its mark goes).
-OUR_BUGS = {
-    "node-affinity-match-fields": (
-        "FitError.__str__ (scheduler/framework/types.py) ignores Diagnosis.absent_status, so nodes a "
-        "PreFilterResult left out are not counted (upstream FitError.Error adds NumAllNodes - "
-        "NodeToStatus.Len() of its reasons), and schedule_one.find_nodes_that_fit formats that status "
-        "with a Python list repr (['NodeAffinity']) instead of Go's [NodeAffinity]"
-    ),
-    "requeue-pop-from-backoff": (
-        "PriorityQueue.pop (scheduler/queue/scheduling_queue.py) never pops from backoffQ: kube-scheduler "
-        "1.34 (SchedulerPopFromBackoffQ, beta, default on) pops the backoffQ head when activeQ is empty "
-        "(backend/queue/active_queue.go unlockedPop), so a requeued pod is tried at once, not 3 s later"
-    ),
-}
+OUR_BUGS: dict[str, str] = {}
 
 
 def _param(name: str) -> object:

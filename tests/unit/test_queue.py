@@ -245,3 +245,29 @@ def test_update_of_an_in_flight_pod_is_not_lost(queue: PriorityQueue, clock: Fak
     clock.t += 2
     info.unschedulable_plugins = {"TaintToleration"}
     assert queue.add_unschedulable_if_not_present(info) in (ACTIVE_Q, BACKOFF_Q)
+
+
+def test_idle_pop_takes_a_rejected_pod_from_backoff_but_not_an_errored_one(queue: PriorityQueue) -> None:
+    queue.add(pod("rejected", cpu="8"))
+    queue.add(pod("errored"))
+    first, second = queue.pop_nowait(), queue.pop_nowait()
+    assert first is not None
+    assert second is not None
+    fail(queue, first, FIT)
+    queue.add_unschedulable_if_not_present(second, error=True)
+    # A node that fits arrives while "rejected" still backs off: it lands in backoffQ...
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))
+    assert queue.where("rejected") == BACKOFF_Q
+    # ...and with activeQ empty it is tried at once (kube-scheduler's SchedulerPopFromBackoffQ).
+    again = queue.pop_nowait()
+    assert again is not None
+    assert again.pod.name == "rejected"
+    assert again.attempts == 2
+    # The pod that failed with an error waits its backoff out.
+    assert queue.pop_nowait() is None
+    assert queue.where("errored") == BACKOFF_Q
+    # activeQ still comes first.
+    queue.add(pod("fresh"))
+    head = queue.pop_nowait()
+    assert head is not None
+    assert head.pod.name == "fresh"

@@ -155,7 +155,7 @@ def test_prefilter_results_intersect_and_empty_is_unresolvable() -> None:
     _, status2, rejecting = fw2.run_pre_filter(CycleState(), POD, [])
     assert status2 is not None
     assert status2.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert status2.message == "node(s) didn't satisfy plugin(s) ['A', 'B'] simultaneously"
+    assert status2.message == "node(s) didn't satisfy plugin(s) [A B] simultaneously"
     assert rejecting == {"A", "B"}
 
 

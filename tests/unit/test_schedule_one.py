@@ -238,3 +238,22 @@ def test_replicaset_pods_get_system_default_spreading() -> None:
     fw.run_pre_filter(state, plain, nodes)
     fw.run_pre_score(state, plain, nodes)
     assert "PodTopologySpread" in state.skip_score_plugins
+
+
+async def test_nodes_left_out_by_prefilter_are_counted_in_the_message() -> None:
+    sched, inf, client = setup()
+    for i in range(3):
+        inf.on_node("ADDED", raw_node(f"n{i}", cpu="1"))
+    raw = raw_pod("pinned", cpu="2")
+    raw["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}]
+            }
+        }
+    }
+    inf.on_pod("ADDED", raw)
+    await run_queue(sched)
+    assert client.conditions["ns/pinned"]["message"] == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )

@@ -46,12 +46,10 @@ class RawApi:
     async def __aexit__(self, *_exc: object) -> None:
         await self._session.close()
 
-    async def request(
-        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
-    ) -> tuple[int, Any]:
+    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """(status, decoded JSON body or None)."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        headers = {"Content-Type": content_type} if body is not None else None
+        headers = {"Content-Type": "application/json"} if body is not None else None
         async with self._session.request(method, self._server + path, data=data, headers=headers) as response:
             raw = await response.read()
             return response.status, json.loads(raw) if raw else None
