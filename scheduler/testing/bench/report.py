@@ -265,6 +265,12 @@ def markdown(results: Mapping[str, Any]) -> str:
     plots = [run["workload"] for run in results["runs"]]
     if results.get("plots"):
         lines += ["", *(f"![{name}]({name}.png)" for name in dict.fromkeys(plots) if name in results["plots"])]
+    commits = sorted({run["commit"] for run in results["runs"] if "commit" in run})
+    if len(commits) > 1:
+        lines += [
+            "",
+            f"- the work tree changed during the benchmark: runs span {', '.join(commits)} (see results.json)",
+        ]
     if results.get("notes"):
         lines += ["", *(f"- {note}" for note in results["notes"])]
     return "\n".join(lines) + "\n"

@@ -348,6 +348,8 @@ def run_one(
     }
     if quiet_wait > 0:
         row["busy_cores_before"] = wait_until_quiet(quiet_wait)
+    # Ours runs from the work tree, which may change between runs of one benchmark.
+    row["commit"] = report.git_revision(REPO_ROOT)
     began = time.monotonic()
     try:
         with ControlPlane(kwok=kwok) as plane:
