@@ -1,8 +1,9 @@
 """Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
-kopf runs the watches of nodes, namespaces and workloads (on.event handlers only: nothing is
-ever written onto watched objects; event posting is off; no peering); the pod stream, whose
-volume grows with the scheduling rate, goes through the lean Reflector (scheduler.api.watch).
+kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
+written onto watched objects; event posting is off; no peering); the pod and node streams, whose
+volume grows with the scheduling rate and the cluster size (node heartbeats), go through the lean
+Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
 server run beside them on the same event loop.
 """
@@ -127,10 +128,6 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
 
     # Handlers are coroutines on purpose: kopf runs plain functions in a thread pool, which would
     # race with the scheduling loop over the cache and queue (and costs a thread hop per event).
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: Mapping[str, Any], **_: Any) -> None:
-        informers.on_node(event.get("type"), event["object"])
-
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
@@ -162,7 +159,7 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
 POD_COLLECTION = "/api/v1/pods?fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed"
 
 
-async def _prime(client: HttpApiClient, informers: Informers, pods: Reflector) -> None:
+async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, pods: Reflector) -> None:
     """List everything once before scheduling starts (kube's WaitForCacheSync)."""
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
@@ -171,8 +168,7 @@ async def _prime(client: HttpApiClient, informers: Informers, pods: Reflector) -
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
             informers.on_workload(api_version, kind, "ADDED", item)
-    for item in (await client.request("GET", "/api/v1/nodes"))["items"]:
-        informers.on_node("ADDED", item)
+    await nodes.list()
     # Scheduling starts only after this returns, so the order pods arrive in does not matter.
     await pods.list()
 
@@ -228,9 +224,11 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     )
     tasks: list[asyncio.Task[Any]] = []
     pods = Reflector(client, POD_COLLECTION, informers.on_pod)
+    nodes = Reflector(client, "/api/v1/nodes", informers.on_node)
     try:
-        await _prime(client, informers, pods)
+        await _prime(client, informers, nodes, pods)
         tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
+        tasks.append(asyncio.create_task(nodes.run(listed=True), name="node-watch"))
         tasks.append(
             asyncio.create_task(
                 kopf.operator(

@@ -1,10 +1,10 @@
-"""A lean list+watch for the pod stream: raw JSON lines straight to a handler, no per-object tasks.
+"""A lean list+watch for the pod and node streams: raw JSON lines straight to a handler.
 
-kopf stays in charge of the low-volume kinds; pods are the one stream whose volume grows with
-the scheduling rate, and kopf's per-event machinery (a worker per object, diff-base copies,
-handler bookkeeping) cost about a fifth of the scheduler's CPU there (see the README's
-benchmark notes). Semantics of a client-go reflector: list, then watch from the list's
-resourceVersion with bookmarks; on "410 Gone" or a broken stream, list again and report
+kopf stays in charge of the low-volume kinds; pods grow with the scheduling rate and nodes with
+the cluster (heartbeats), and kopf's per-event machinery (a worker task per object, diff-base
+deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a fifth to a third
+of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
+reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a broken stream, list again and report
 objects that vanished meanwhile as DELETED.
 """
 
