@@ -4,8 +4,8 @@ kopf stays in charge of the low-volume kinds; pods grow with the scheduling rate
 the cluster (heartbeats), and kopf's per-event machinery (a worker task per object, diff-base
 deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a fifth to a third
 of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
-reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a broken stream, list again and report
-objects that vanished meanwhile as DELETED.
+reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a
+broken stream, list again and report objects that vanished meanwhile as DELETED.
 """
 
 from __future__ import annotations
