@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from scheduler.framework.table import IntArray
-from scheduler.framework.types import NodeScore
+from scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
+from scheduler.model.objects import Pod
 
 
 def unexpected_objects(kind: type, old: Any, new: Any) -> bool:
@@ -45,3 +46,22 @@ def default_normalize_batch(max_priority: int, reverse: bool, scores: IntArray) 
     # Truncate toward zero like Go for the (rare) negative score.
     scaled = np.where(product >= 0, product // highest, -(-product // highest))
     return max_priority - scaled if reverse else scaled
+
+
+class CountingPreFilterExtensions:
+    """AddPod/RemovePod for plugins whose PreFilter state is counts that a pod adds to or takes from.
+
+    The plugin implements `_update(state, pod, changed, node_info, delta)` with delta +1 or -1.
+    """
+
+    def pre_filter_extensions(self) -> CountingPreFilterExtensions:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
+        return self._update(state, pod, pod_to_add, node_info, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None:
+        return self._update(state, pod, pod_to_remove, node_info, -1)
+
+    def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
+        raise NotImplementedError

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, unexpected_objects
 from plugins.interpodaffinity.terms import (
     NO_TERMS,
     POD_AFFINITY,
@@ -127,7 +127,7 @@ PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
 PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
 
 
-class InterPodAffinity:
+class InterPodAffinity(CountingPreFilterExtensions):
     name = NAME
 
     def __init__(self, args: InterPodAffinityArgs, handle: Handle) -> None:
@@ -189,15 +189,6 @@ class InterPodAffinity:
             return None, Status(Code.SKIP, plugin=NAME)
         state.write(PRE_FILTER_KEY, _PreFilterState(terms, namespace_labels, existing, affinity_counts, anti_counts))
         return None, None
-
-    def pre_filter_extensions(self) -> InterPodAffinity:
-        return self
-
-    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
-        return self._update(state, pod, pod_to_add, node_info, 1)
-
-    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None:
-        return self._update(state, pod, pod_to_remove, node_info, -1)
 
     def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
         try:

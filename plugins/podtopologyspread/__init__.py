@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plugins.helper import unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, unexpected_objects
 from plugins.podtopologyspread.constraints import (
     DO_NOT_SCHEDULE,
     HONOR,
@@ -122,7 +122,7 @@ PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
 PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
 
 
-class PodTopologySpread:
+class PodTopologySpread(CountingPreFilterExtensions):
     name = NAME
 
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle, workloads: WorkloadLister | None = None) -> None:
@@ -174,15 +174,6 @@ class PodTopologySpread:
                 counts[i][domain] = counts[i].get(domain, 0) + matching.count(c.selector)
         state.write(PRE_FILTER_KEY, _PreFilterState(constraints, [_DomainCounts(c) for c in counts], eligibility))
         return None, None
-
-    def pre_filter_extensions(self) -> PodTopologySpread:
-        return self
-
-    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
-        return self._update(state, pod, pod_to_add, node_info, 1)
-
-    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None:
-        return self._update(state, pod, pod_to_remove, node_info, -1)
 
     def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
         try:
