@@ -54,6 +54,11 @@ class NodeTable:
         self.unschedulable: BoolArray = np.zeros(0, np.bool_)
         self.has_scalar_requests: BoolArray = np.zeros(0, np.bool_)
         self.arange: IntArray = np.zeros(0, np.int64)
+        # Per row, the NodeInfo generation it was filled from: a row changed since a plugin last
+        # looked iff its generation differs (for plugins that keep their own incremental state).
+        self.generation: IntArray = np.zeros(0, np.int64)
+        # Replaced whenever rows are re-laid (node added or removed): row numbers change meaning.
+        self.layout: object = object()
         self._derived: dict[object, object] = {}
 
     # ---- maintenance (cache/snapshot only) ---------------------------------------------
@@ -68,6 +73,8 @@ class NodeTable:
         self.unschedulable = np.zeros(n, np.bool_)
         self.has_scalar_requests = np.zeros(n, np.bool_)
         self.arange = np.arange(n, dtype=np.int64)
+        self.generation = np.zeros(n, np.int64)
+        self.layout = object()
         for row, info in enumerate(infos):
             self.update(row, info)
         self._derived.clear()
@@ -84,6 +91,7 @@ class NodeTable:
             self.alloc_pods[row] = alloc.allowed_pods
             self.unschedulable[row] = bool(node and node.unschedulable)
             self._derived.clear()
+        self.generation[row] = info.generation
         req = info.requested
         self.req_cpu[row] = req.milli_cpu
         self.req_mem[row] = req.memory

@@ -257,3 +257,38 @@ async def test_nodes_left_out_by_prefilter_are_counted_in_the_message() -> None:
     assert client.conditions["ns/pinned"]["message"] == (
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     )
+
+
+async def test_spread_counts_kept_across_cycles_match_a_fresh_count() -> None:
+    from plugins.podtopologyspread import PRE_FILTER_KEY as SPREAD_KEY
+
+    sched, inf, client = setup()
+    for i in range(9):
+        node = raw_node(f"n{i}", cpu="4")
+        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": f"z{i % 3}"}
+        inf.on_node("ADDED", node)
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}},
+    }
+    fw = sched.frameworks[NAME]
+    for i in range(12):
+        raw = raw_pod(f"s{i}", cpu="100m")
+        raw["metadata"]["labels"] = {"app": "spread"}
+        raw["spec"]["topologySpreadConstraints"] = [constraint]
+        inf.on_pod("ADDED", raw)
+        await run_queue(sched)
+        # The cached, incrementally updated counts equal a count from scratch over a copy of the list.
+        probe = Pod.from_raw(raw | {"metadata": {**raw["metadata"], "uid": f"probe{i}", "name": f"probe{i}"}})
+        sched.cache.update_snapshot(sched.snapshot)
+        nodes = sched.snapshot.list()
+        cached, fresh = CycleState(), CycleState()
+        fw.run_pre_filter(cached, probe, nodes)
+        fw.run_pre_filter(fresh, probe, list(nodes))
+        assert [d.counts for d in cached.read(SPREAD_KEY).domains] == [d.counts for d in fresh.read(SPREAD_KEY).domains]
+    per_zone = {f"z{z}": 0 for z in range(3)}
+    for node_name in client.bindings.values():
+        per_zone[f"z{int(node_name[1:]) % 3}"] += 1
+    assert sorted(per_zone.values()) == [4, 4, 4]
