@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from scheduler.framework.table import IntArray
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
 from scheduler.model.objects import Pod
 
@@ -65,3 +66,59 @@ class CountingPreFilterExtensions:
 
     def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
         raise NotImplementedError
+
+
+K = TypeVar("K", bound=Hashable)
+Contributions = list[tuple[int, K, int]]  # (which count map, key in it, amount)
+
+
+class RowCountCache(Generic[K]):
+    """Per-key count maps summed over every node, kept across cycles and updated only for rows
+    whose NodeInfo generation moved since the last call (a re-laid node table starts over).
+
+    kube-scheduler recounts all nodes in every PreFilter (in parallel); in Python that walk over
+    thousands of nodes and their pods dominated the cycle. The caller's `key` must capture
+    everything the contributions depend on besides the node (the pod's namespace, selectors...).
+    """
+
+    MAX_ENTRIES = 64
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, _RowCounts[K]] = {}
+
+    def get(
+        self, key: Hashable, table: NodeTable, maps: int, contributions: Callable[[NodeInfo], Contributions[K]]
+    ) -> list[dict[K, int]]:
+        """Copies of the count maps (callers may change them)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.layout is not table.layout:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            entry = self._entries[key] = _RowCounts(table.layout, maps, table.size)
+            rows = table.arange.tolist()
+        else:
+            rows = np.flatnonzero(table.generation != entry.generations).tolist()
+        infos = table.infos
+        for row in rows:
+            for index, k, amount in entry.per_row[row]:
+                entry.counts[index][k] -= amount
+                entry.rows[index][k] -= 1
+            entry.per_row[row] = added = contributions(infos[row])
+            for index, k, amount in added:
+                entry.counts[index][k] = entry.counts[index].get(k, 0) + amount
+                entry.rows[index][k] = entry.rows[index].get(k, 0) + 1
+        entry.generations = table.generation.copy()
+        # A key stays while some node contributes to it, even with a count of 0 (an empty domain
+        # is still a domain); keys no node contributes to any more are dropped.
+        return [{k: v for k, v in c.items() if r[k]} for c, r in zip(entry.counts, entry.rows, strict=True)]
+
+
+class _RowCounts(Generic[K]):
+    __slots__ = ("counts", "generations", "layout", "per_row", "rows")
+
+    def __init__(self, layout: object, maps: int, rows: int) -> None:
+        self.layout = layout
+        self.counts: list[dict[K, int]] = [{} for _ in range(maps)]
+        self.rows: list[dict[K, int]] = [{} for _ in range(maps)]  # contributing rows per key
+        self.per_row: list[Contributions[K]] = [[] for _ in range(rows)]
+        self.generations: IntArray = np.zeros(rows, np.int64)

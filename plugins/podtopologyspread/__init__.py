@@ -14,14 +14,11 @@ controller. AddPod/RemovePod adjust only this plugin's PreFilter counts.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
-from plugins.helper import CountingPreFilterExtensions, unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, RowCountCache, unexpected_objects
 from plugins.podtopologyspread.constraints import (
     DO_NOT_SCHEDULE,
     HONOR,
@@ -135,7 +132,7 @@ class PodTopologySpread(CountingPreFilterExtensions):
         self.system_defaulted = args.system_defaulted
         self.handle = handle
         self.workloads = workloads
-        self._counts = _DomainCountCache()
+        self._counts: RowCountCache[str] = RowCountCache()
 
     def constraints(self, pod: Pod, action: str) -> list[SpreadConstraint]:
         """The pod's own constraints with this whenUnsatisfiable, or the defaults when it declares none.
@@ -172,7 +169,12 @@ class PodTopologySpread(CountingPreFilterExtensions):
         table: NodeTable | None = getattr(snapshot, "table", None)
         if table is not None and nodes is snapshot.list() and table.size == len(nodes):
             key = (pod.namespace, constraints, _eligibility_signature(pod))
-            counts = self._counts.get(key, table, constraints, eligibility, pod.namespace)
+            counts: list[dict[str, int]] = self._counts.get(
+                key,
+                table,
+                len(constraints),
+                lambda info: _node_contributions(info, constraints, eligibility, pod.namespace),
+            )
         else:
             counts = [{} for _ in constraints]
             for info in nodes:
@@ -391,56 +393,6 @@ def _eligibility_signature(pod: Pod) -> str:
         ],
         sort_keys=True,
     )
-
-
-class _DomainCountCache:
-    """PreFilter's per-domain counts kept across cycles and updated only for rows that changed.
-
-    kube-scheduler recounts every node each cycle (in parallel); in Python that walk over 5000
-    nodes dominated the cycle. Entries are keyed by namespace, constraints and what decides node
-    eligibility; a row whose NodeInfo generation moved is recounted; a re-laid table starts over.
-    """
-
-    MAX_ENTRIES = 64
-
-    def __init__(self) -> None:
-        self._entries: dict[Hashable, _CountEntry] = {}
-
-    def get(
-        self,
-        key: Hashable,
-        table: NodeTable,
-        constraints: Sequence[SpreadConstraint],
-        eligibility: NodeEligibility,
-        namespace: str,
-    ) -> list[dict[str, int]]:
-        entry = self._entries.get(key)
-        if entry is None or entry.layout is not table.layout:
-            if len(self._entries) >= self.MAX_ENTRIES:
-                self._entries.clear()
-            entry = self._entries[key] = _CountEntry(table.layout, len(constraints), table.size)
-            rows = table.arange.tolist()
-        else:
-            rows = np.flatnonzero(table.generation != entry.generations).tolist()
-        infos = table.infos
-        for row in rows:
-            for i, domain, count in entry.per_row[row]:
-                entry.counts[i][domain] -= count
-            entry.per_row[row] = contributions = _node_contributions(infos[row], constraints, eligibility, namespace)
-            for i, domain, count in contributions:
-                entry.counts[i][domain] = entry.counts[i].get(domain, 0) + count
-        entry.generations = table.generation.copy()
-        return [dict(c) for c in entry.counts]
-
-
-class _CountEntry:
-    __slots__ = ("counts", "generations", "layout", "per_row")
-
-    def __init__(self, layout: object, constraints: int, rows: int) -> None:
-        self.layout = layout
-        self.counts: list[dict[str, int]] = [{} for _ in range(constraints)]
-        self.per_row: list[list[tuple[int, str, int]]] = [[] for _ in range(rows)]
-        self.generations: npt.NDArray[np.int64] = np.zeros(rows, np.int64)
 
 
 class _MatchingPods:
