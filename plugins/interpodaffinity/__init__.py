@@ -13,11 +13,12 @@ handle's namespace lister; the plugin never calls the API.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, RowCountCache, unexpected_objects
 from plugins.interpodaffinity.terms import (
     NO_TERMS,
     POD_AFFINITY,
@@ -34,6 +35,7 @@ from plugins.interpodaffinity.terms import (
     required_terms,
 )
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -135,6 +137,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
         self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
         self.handle = handle
         self._terms_cache: dict[tuple[str, str], PodTerms] = {}
+        self._counts: RowCountCache[TopologyPair] = RowCountCache()
 
     def existing_pod_terms(self, pod: Pod) -> PodTerms:
         """An existing pod's terms; a kind that fails to parse is left empty, as the cache's PodInfo does."""
@@ -168,6 +171,43 @@ class InterPodAffinity(CountingPreFilterExtensions):
         affinity_counts: dict[TopologyPair, int] = {}
         anti_counts: dict[TopologyPair, int] = {}
         own_terms = bool(affinity or anti_affinity)
+        snapshot = self.handle.snapshot
+        table: NodeTable | None = getattr(snapshot, "table", None)
+        section = json.dumps((pod.spec.get("affinity") or {}), sort_keys=True)
+        if own_terms and table is not None and nodes is snapshot.list() and "namespaceSelector" not in section:
+            # Every node's pods must be walked for the pod's own terms: keep the counts across
+            # cycles and recount only nodes that changed (pods alike share them).
+            key = (pod.namespace, frozenset(pod.labels.items()), section, frozenset(namespace_labels.items()))
+
+            def contributions(info: NodeInfo) -> list[tuple[int, TopologyPair, int]]:
+                node = info.node
+                if node is None:
+                    return []
+                labels = node.labels
+                out: list[tuple[int, TopologyPair, int]] = []
+                for other in info.pods.values():
+                    for term in self.existing_pod_terms(other).required_anti_affinity:
+                        if term.topology_key in labels and term.matches(pod, namespace_labels):
+                            out.append((0, (term.topology_key, labels[term.topology_key]), 1))
+                    if matches_all(affinity, other):
+                        out += [
+                            (1, (t.topology_key, labels[t.topology_key]), 1)
+                            for t in affinity
+                            if t.topology_key in labels
+                        ]
+                    out += [
+                        (2, (t.topology_key, labels[t.topology_key]), 1)
+                        for t in anti_affinity
+                        if t.topology_key in labels and t.matches(other)
+                    ]
+                return out
+
+            maps = self._counts.get(key, table, 3, contributions)
+            existing, affinity_counts, anti_counts = ({k: v for k, v in m.items() if v} for m in maps)
+            state.write(
+                PRE_FILTER_KEY, _PreFilterState(terms, namespace_labels, existing, affinity_counts, anti_counts)
+            )
+            return None, None
         # A pod without required terms of its own is only affected by existing pods' required
         # anti-affinity: visit just the nodes (and pods) that have some.
         for info in nodes if own_terms else self.handle.snapshot.have_pods_with_required_anti_affinity():

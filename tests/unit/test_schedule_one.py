@@ -292,3 +292,43 @@ async def test_spread_counts_kept_across_cycles_match_a_fresh_count() -> None:
     for node_name in client.bindings.values():
         per_zone[f"z{int(node_name[1:]) % 3}"] += 1
     assert sorted(per_zone.values()) == [4, 4, 4]
+
+
+async def test_anti_affinity_counts_kept_across_cycles_match_a_fresh_count() -> None:
+    from plugins.interpodaffinity import PRE_FILTER_KEY as AFFINITY_KEY
+
+    sched, inf, client = setup()
+    for i in range(6):
+        node = raw_node(f"n{i}", cpu="4")
+        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": f"z{i % 2}"}
+        inf.on_node("ADDED", node)
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "solo"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    fw = sched.frameworks[NAME]
+    for i in range(7):
+        raw = raw_pod(f"a{i}", cpu="100m")
+        raw["metadata"]["labels"] = {"app": "solo"}
+        raw["spec"]["affinity"] = anti
+        inf.on_pod("ADDED", raw)
+        await run_queue(sched)
+        probe = Pod.from_raw(raw | {"metadata": {**raw["metadata"], "uid": f"probe{i}", "name": f"probe{i}"}})
+        sched.cache.update_snapshot(sched.snapshot)
+        nodes = sched.snapshot.list()
+        cached, fresh = CycleState(), CycleState()
+        fw.run_pre_filter(cached, probe, nodes)
+        fw.run_pre_filter(fresh, probe, list(nodes))
+        a, b = cached.read(AFFINITY_KEY), fresh.read(AFFINITY_KEY)
+        assert (a.existing_anti_affinity, a.affinity, a.anti_affinity) == (
+            b.existing_anti_affinity,
+            b.affinity,
+            b.anti_affinity,
+        )
+    # One per node: six bound, the seventh has nowhere to go.
+    assert len(client.bindings) == 6
+    assert len(set(client.bindings.values())) == 6
+    assert "ns/a6" in client.conditions
