@@ -14,12 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.types import NodeInfo
-from scheduler.model.objects import Node, Taint
+from scheduler.model.objects import Node
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-ABSENT = -1  # label code of a node that lacks the label
 MAX_DERIVED = 4096
 
 _RESOURCE_COLUMNS = (
@@ -131,48 +130,3 @@ class NodeTable:
         values = np.fromiter((value(node) if node is not None else 0 for node in self._nodes), np.int64, self.size)
         self._remember(cache_key, values)
         return values
-
-    def label_codes(self, key: str) -> tuple[npt.NDArray[np.int32], dict[str, int]]:
-        """Per row, a small integer for the value of label `key` (ABSENT when missing), and the codes."""
-        cache_key = ("label", key)
-        cached = self._derived.get(cache_key)
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        vocab: dict[str, int] = {}
-        codes = np.full(self.size, ABSENT, np.int32)
-        for row, node in enumerate(self._nodes):
-            if node is None:
-                continue
-            value = node.labels.get(key)
-            if value is not None:
-                codes[row] = vocab.setdefault(value, len(vocab))
-        result = (codes, vocab)
-        self._remember(cache_key, result)
-        return result
-
-    def taint_groups(self) -> tuple[npt.NDArray[np.int32], list[tuple[Taint, ...]]]:
-        """Rows grouped by identical taint lists: per-row group id and each group's taints."""
-        cached = self._derived.get("taints")
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        groups: dict[tuple[Taint, ...], int] = {}
-        ids = np.zeros(self.size, np.int32)
-        for row, node in enumerate(self._nodes):
-            taints = node.taints if node is not None else ()
-            ids[row] = groups.setdefault(taints, len(groups))
-        result = (ids, list(groups))
-        self._remember("taints", result)
-        return result
-
-    def image_sizes(self, image: str) -> IntArray:
-        """Per row, the size in bytes the node reports for `image` (0 when it does not have it)."""
-        cache_key = ("image", image)
-        cached = self._derived.get(cache_key)
-        if cached is not None:
-            return cached  # type: ignore[return-value]
-        sizes = np.zeros(self.size, np.int64)
-        for row, node in enumerate(self._nodes):
-            if node is not None and image in node.images:
-                sizes[row] = node.images[image]
-        self._remember(cache_key, sizes)
-        return sizes
