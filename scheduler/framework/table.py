@@ -1,9 +1,9 @@
 """NodeTable: the snapshot's nodes as columns (numpy), for the batch forms of Filter/Score plugins.
 
 Row i describes snapshot.node_info_list[i]. Resource columns are refreshed row by row when a
-node's pods change; columns derived from Node objects (label codes, taint groups, image
-holders) are built on first use and dropped whenever any node object changes — node changes
-are rare next to pod binds. Read-only for plugins.
+node's pods change; masks and values derived from Node objects alone (node_mask/node_values,
+keyed by what the pod contributes) are built on first use and dropped whenever any node object
+changes — node changes are rare next to pod binds. Read-only for plugins.
 """
 
 from __future__ import annotations
