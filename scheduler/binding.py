@@ -56,8 +56,6 @@ async def binding_cycle(
                 time.monotonic() - info.initial_attempt_timestamp
             )
         fw.run_post_bind(state, assumed, host)
-        if sched.on_bound is not None:
-            sched.on_bound(assumed, host)
         log.debug("bound", pod=assumed.key, node=host)
         await sched.client.emit_event(
             assumed, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from scheduler.config import (
     DEFAULT_MULTI_POINT,
     EXTENSION_POINTS,
@@ -112,7 +109,3 @@ def build_profiles(config: SchedulerConfig, registry: Registry, handle: Framewor
     if len(sorters) > 1:
         raise ConfigError("profiles: queueSort plugins must be the same for all profiles (they share one queue)")
     return frameworks
-
-
-def describe(frameworks: Mapping[str, Framework]) -> dict[str, Any]:
-    return {name: fw.plugin_names() for name, fw in frameworks.items()}

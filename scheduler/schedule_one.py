@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,7 +116,6 @@ class Scheduler:
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
-        self.on_bound: Callable[[Pod, str], None] | None = None
 
     # ---- the loop ------------------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from plugins.interpodaffinity.terms import (
     TopologyPair,
     WeightedTerm,
     add_to_pair,
-    has_pod_affinity,
     has_preferred_terms,
     matches_all,
     parse_pod_terms,
@@ -141,7 +140,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
 
     def existing_pod_terms(self, pod: Pod) -> PodTerms:
         """An existing pod's terms; a kind that fails to parse is left empty, as the cache's PodInfo does."""
-        if not has_pod_affinity(pod):
+        if not pod.has_pod_affinity:
             return NO_TERMS
         key = (pod.uid, pod.resource_version)
         terms = self._terms_cache.get(key)

@@ -91,14 +91,6 @@ def _affinity_section(pod: Pod, kind: str) -> Mapping[str, Any] | None:
     return section
 
 
-def has_pod_affinity(pod: Pod) -> bool:
-    """Whether the pod declares podAffinity or podAntiAffinity at all (cheap; no parsing)."""
-    affinity: Mapping[str, Any] | None = pod.spec.get("affinity")
-    if not affinity:
-        return False
-    return affinity.get(POD_AFFINITY) is not None or affinity.get(POD_ANTI_AFFINITY) is not None
-
-
 def has_preferred_terms(pod: Pod) -> bool:
     """Whether the pod lists preferred podAffinity or podAntiAffinity terms (cheap; no parsing)."""
     return any((_affinity_section(pod, kind) or {}).get(_PREFERRED) for kind in (POD_AFFINITY, POD_ANTI_AFFINITY))

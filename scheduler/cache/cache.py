@@ -192,9 +192,6 @@ class Cache:
         assumed = sum(1 for s in self._pods.values() if s.assumed)
         return {"nodes": self.node_count(), "pods": len(self._pods) - assumed, "assumed_pods": assumed}
 
-    def node_names(self) -> list[str]:
-        return [name for name, info in self._nodes.items() if info.node is not None]
-
     def node_count(self) -> int:
         return sum(1 for info in self._nodes.values() if info.node is not None)
 

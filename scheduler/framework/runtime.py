@@ -212,9 +212,6 @@ class FrameworkHandle:
         if waiting is not None:
             waiting.reject(plugin, message)
 
-    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
-        return self.waiting_pods.get(uid)
-
 
 def _normalize(
     ext: ScoreExtensions, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: IntArray

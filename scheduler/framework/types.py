@@ -316,11 +316,6 @@ def plugin_list(names: Iterable[str]) -> str:
     return "[" + " ".join(sorted(names)) + "]"
 
 
-def iter_reasons(statuses: Iterable[Status]) -> Iterable[str]:
-    for status in statuses:
-        yield from status.reasons
-
-
 @dataclass(slots=True)
 class QueuedPodInfo:
     """A pod in the scheduling queue plus its scheduling history."""

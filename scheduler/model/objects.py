@@ -145,7 +145,7 @@ class Pod:
     def has_pod_affinity(self) -> bool:
         """Any pod affinity or anti-affinity (required or preferred)."""
         affinity = self.spec.get("affinity") or {}
-        return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+        return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
 
     @property
     def has_required_anti_affinity(self) -> bool:

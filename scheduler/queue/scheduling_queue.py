@@ -482,6 +482,3 @@ class PriorityQueue:
                 item.removed = True
                 self._push_active(item.info, FORCE_ACTIVATE_EVENT.label)
         self._update_gauges()
-
-    def unschedulable_pods(self) -> list[QueuedPodInfo]:
-        return list(self._unschedulable.values())
