@@ -259,34 +259,46 @@ async def test_nodes_left_out_by_prefilter_are_counted_in_the_message() -> None:
     )
 
 
+def zoned_nodes(inf: Informers, count: int, zones: int) -> None:
+    for i in range(count):
+        node = raw_node(f"n{i}", cpu="4")
+        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": f"z{i % zones}"}
+        inf.on_node("ADDED", node)
+
+
+def cached_and_fresh_pre_filter(
+    sched: Scheduler, raw: dict[str, Any], probe_name: str
+) -> tuple[CycleState, CycleState]:
+    """PreFilter for a pod like `raw` twice: over the snapshot's own list (counts kept across cycles)
+    and over a copy of it (counted from scratch)."""
+    probe = Pod.from_raw(raw | {"metadata": {**raw["metadata"], "uid": probe_name, "name": probe_name}})
+    sched.cache.update_snapshot(sched.snapshot)
+    nodes = sched.snapshot.list()
+    fw = sched.frameworks[NAME]
+    cached, fresh = CycleState(), CycleState()
+    fw.run_pre_filter(cached, probe, nodes)
+    fw.run_pre_filter(fresh, probe, list(nodes))
+    return cached, fresh
+
+
 async def test_spread_counts_kept_across_cycles_match_a_fresh_count() -> None:
     from plugins.podtopologyspread import PRE_FILTER_KEY as SPREAD_KEY
 
     sched, inf, client = setup()
-    for i in range(9):
-        node = raw_node(f"n{i}", cpu="4")
-        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": f"z{i % 3}"}
-        inf.on_node("ADDED", node)
+    zoned_nodes(inf, 9, 3)
     constraint = {
         "maxSkew": 1,
         "topologyKey": "topology.kubernetes.io/zone",
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": {"app": "spread"}},
     }
-    fw = sched.frameworks[NAME]
     for i in range(12):
         raw = raw_pod(f"s{i}", cpu="100m")
         raw["metadata"]["labels"] = {"app": "spread"}
         raw["spec"]["topologySpreadConstraints"] = [constraint]
         inf.on_pod("ADDED", raw)
         await run_queue(sched)
-        # The cached, incrementally updated counts equal a count from scratch over a copy of the list.
-        probe = Pod.from_raw(raw | {"metadata": {**raw["metadata"], "uid": f"probe{i}", "name": f"probe{i}"}})
-        sched.cache.update_snapshot(sched.snapshot)
-        nodes = sched.snapshot.list()
-        cached, fresh = CycleState(), CycleState()
-        fw.run_pre_filter(cached, probe, nodes)
-        fw.run_pre_filter(fresh, probe, list(nodes))
+        cached, fresh = cached_and_fresh_pre_filter(sched, raw, f"probe{i}")
         assert [d.counts for d in cached.read(SPREAD_KEY).domains] == [d.counts for d in fresh.read(SPREAD_KEY).domains]
     per_zone = {f"z{z}": 0 for z in range(3)}
     for node_name in client.bindings.values():
@@ -298,10 +310,7 @@ async def test_anti_affinity_counts_kept_across_cycles_match_a_fresh_count() -> 
     from plugins.interpodaffinity import PRE_FILTER_KEY as AFFINITY_KEY
 
     sched, inf, client = setup()
-    for i in range(6):
-        node = raw_node(f"n{i}", cpu="4")
-        node["metadata"]["labels"] = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": f"z{i % 2}"}
-        inf.on_node("ADDED", node)
+    zoned_nodes(inf, 6, 2)
     anti = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -309,19 +318,13 @@ async def test_anti_affinity_counts_kept_across_cycles_match_a_fresh_count() -> 
             ]
         }
     }
-    fw = sched.frameworks[NAME]
     for i in range(7):
         raw = raw_pod(f"a{i}", cpu="100m")
         raw["metadata"]["labels"] = {"app": "solo"}
         raw["spec"]["affinity"] = anti
         inf.on_pod("ADDED", raw)
         await run_queue(sched)
-        probe = Pod.from_raw(raw | {"metadata": {**raw["metadata"], "uid": f"probe{i}", "name": f"probe{i}"}})
-        sched.cache.update_snapshot(sched.snapshot)
-        nodes = sched.snapshot.list()
-        cached, fresh = CycleState(), CycleState()
-        fw.run_pre_filter(cached, probe, nodes)
-        fw.run_pre_filter(fresh, probe, list(nodes))
+        cached, fresh = cached_and_fresh_pre_filter(sched, raw, f"probe{i}")
         a, b = cached.read(AFFINITY_KEY), fresh.read(AFFINITY_KEY)
         assert (a.existing_anti_affinity, a.affinity, a.anti_affinity) == (
             b.existing_anti_affinity,
