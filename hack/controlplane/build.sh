@@ -6,23 +6,29 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
-key=$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/etcd/go.mod" \
-      "$here"/k8s/cmd/*/main.go "$here/etcd/main.go" | sha256sum | cut -c1-12)
+key=$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/k8s-compat/go.mod" "$here/etcd/go.mod" \
+      "$here"/k8s/cmd/*/main.go "$here"/k8s-compat/cmd/*/main.go "$here/etcd/main.go" \
+      | sha256sum | cut -c1-12)
 cache="${SECONDARY_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/secondary-scheduler}"
 bin="$cache/controlplane-$K8S_VERSION-$key/bin"
 mkdir -p "$bin"
+# One build at a time per cache folder: a second caller (a parallel test run) waits, then reuses.
+exec 9>"$bin/.build.lock"
+flock 9
 export GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
 log() { echo "[controlplane $(date +%H:%M:%S)] $*" >&2; }
 
-minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
+k8s_ldflags() {  # version
+  local minor=${1#v1.}; minor=${minor%%.*}
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$1 \
  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
- -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
+ -X k8s.io/client-go/pkg/version.gitVersion=$1"
+}
 
 build_k8s() {
   local missing=()
   # null-binder: the benchmarks' floor (binds round-robin, no logic), see k8s/cmd/null-binder.
-  for b in kube-apiserver kube-scheduler kube-controller-manager null-binder; do
+  for b in kube-apiserver kube-scheduler kube-controller-manager kubectl null-binder; do
     [ -x "$bin/$b" ] || missing+=("$b")
   done
   [ ${#missing[@]} -eq 0 ] && return
@@ -30,9 +36,19 @@ build_k8s() {
   local start=$SECONDS
   (cd "$here/k8s" && for b in "${missing[@]}"; do
      log "  go build $b"
-     go build -trimpath -ldflags "$k8s_ldflags" -o "$bin/$b.tmp" "./cmd/$b" && mv "$bin/$b.tmp" "$bin/$b"
+     go build -trimpath -ldflags "$(k8s_ldflags "$K8S_VERSION")" -o "$bin/$b.tmp" "./cmd/$b" \
+       && mv "$bin/$b.tmp" "$bin/$b"
    done)
   log "kubernetes binaries built in $((SECONDS - start)) s"
+}
+
+# The older apiserver minor for the compatibility tests, from its own wrapper module.
+build_k8s_compat() {
+  local out="$bin/kube-apiserver-$K8S_COMPAT_VERSION"
+  [ -x "$out" ] && return
+  log "building kube-apiserver $K8S_COMPAT_VERSION (compatibility)"
+  (cd "$here/k8s-compat" && go build -trimpath -ldflags "$(k8s_ldflags "$K8S_COMPAT_VERSION")" \
+     -o "$out.tmp" ./cmd/kube-apiserver && mv "$out.tmp" "$out")
 }
 
 build_etcd() {
@@ -51,6 +67,7 @@ go_install() {  # name module version
 
 build_etcd
 build_k8s
+build_k8s_compat
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
 log "control plane ready in $bin"
