@@ -261,7 +261,9 @@ class EventBroadcaster:
                 if not await self._record(event):
                     continue
                 if tries + 1 >= MAX_TRIES_PER_EVENT:
-                    log.error("unable to write event (retry limit exceeded)", event=event.name, reason=event.key.reason)
+                    log.error(
+                        "unable to write event (retry limit exceeded)", event_name=event.name, reason=event.key.reason
+                    )
                     continue
                 retry = self._spawn(self._retry_later(event, tries + 1))
                 self._retries.add(retry)
@@ -292,15 +294,18 @@ class EventBroadcaster:
             return False
         except ApiError as exc:
             if exc.status == 0:
-                log.info("unable to write event (may retry after sleeping)", event=event.name, error=str(exc))
+                log.info("unable to write event (may retry after sleeping)", event_name=event.name, error=str(exc))
                 return True
             if exc.conflict and exc.reason == "AlreadyExists" and is_series:
                 return True
             self._rejected(event, exc)
             return False
         except TimeoutError:
-            log.info("unable to write event (may retry after sleeping)", event=event.name, error="timed out")
+            log.info("unable to write event (may retry after sleeping)", event_name=event.name, error="timed out")
             return True
+        except Exception as exc:  # a writer must never die: the queue behind it would stall
+            log.error("unable to write event", event_name=event.name, error=str(exc), exc_info=True)
+            return False
 
     def _rejected(self, event: Event, exc: ApiError) -> None:
         """Log the first rejection per HTTP status, then every 100th: a denied verb fails every event."""
@@ -309,7 +314,7 @@ class EventBroadcaster:
         if seen == 1 or seen % 100 == 0:
             log.warning(
                 "server rejected event (will not retry)",
-                event=event.name,
+                event_name=event.name,
                 reason=event.key.reason,
                 regarding=f"{event.key.regarding.namespace}/{event.key.regarding.name}",
                 error=str(exc),

@@ -44,6 +44,7 @@ class FakeApiClient:
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> PodScheduled
     nominations: dict[str, str] = field(default_factory=dict)  # pod key -> node ("" once cleared)
     status_patches: list[StatusPatch] = field(default_factory=list)  # every accepted status patch
+    writes: list[tuple[str, str]] = field(default_factory=list)  # ("bind" | "status", pod key), in order
     events: list[RecordedEvent] = field(default_factory=list)  # every created Event
     stored_events: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> Event (with series)
     event_writes: int = 0  # creates and patches that reached the fake (accepted or not)
@@ -66,6 +67,7 @@ class FakeApiClient:
         if pod.key in self.bindings:
             raise ApiError(409, f"pod {pod.key} is already assigned to node {self.bindings[pod.key]}", "Conflict")
         self.bindings[pod.key] = node_name
+        self.writes.append(("bind", pod.key))
 
     async def patch_pod_status(
         self,
@@ -82,6 +84,7 @@ class FakeApiClient:
             raise errors.pop(0)
         recorded = dict(condition) if condition is not None else None
         self.status_patches.append(StatusPatch(pod.key, recorded, nominated_node_name, resource_version))
+        self.writes.append(("status", pod.key))
         if condition is not None:
             self.conditions[pod.key] = dict(condition)
         if nominated_node_name is not None:
