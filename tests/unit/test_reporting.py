@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -331,7 +332,7 @@ class NominatesNothing:
     name = "NominatesNothing"
 
     def post_filter(
-        self, state: CycleState, pod: Pod, node_to_status: dict[str, Status]
+        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
     ) -> tuple[str | None, Status | None]:
         return None, Status.unschedulable("preemption: 0/1 nodes are available: 1 No preemption victims found.")
 
