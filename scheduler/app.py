@@ -109,7 +109,7 @@ def build_scheduler(
     cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
-    return Scheduler(frameworks, queue, cache, client, events=EventBroadcaster(event_client or client))
+    return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
 def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:
@@ -266,7 +266,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(asyncio.create_task(leading, name="schedule-loop"))
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
-        tasks.append(asyncio.create_task(scheduler.events.run(), name="event-series"))
+        tasks.append(asyncio.create_task(scheduler.event_broadcaster.run(), name="event-series"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -282,7 +282,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
-        scheduler.events.close()
+        scheduler.event_broadcaster.close()
         await scheduler.drain()
         await client.close()
         await event_client.close()

@@ -4,8 +4,11 @@ pop → snapshot → PreFilter → Filter (adaptive node count, round-robin star
 pods) → PostFilter on failure → PreScore/Score/NormalizeScore/weights → select_host →
 assume → Reserve → Permit → hand over to the asynchronous binding cycle.
 
-Owns the cycle; writes to the API only through the ApiClient (status, events), and reads
-the cluster only through the cache and its snapshot.
+Owns the cycle and the failure report: the PodScheduled condition (one pending write per pod,
+settled before the pod's next bind) and the FailedScheduling event. Writes to the API only
+through the ApiClient (status) and the event recorder (events), and reads the cluster only
+through the cache, its snapshot and the informer's pending pods. Must never let a refused or
+slow Event hold back a condition or a bind.
 """
 
 from __future__ import annotations
@@ -160,7 +163,7 @@ class Scheduler:
         nominator: Nominator | None = None,
         rng: random.Random | None = None,
         max_concurrent_writes: int = 64,
-        events: EventBroadcaster | None = None,
+        event_broadcaster: EventBroadcaster | None = None,
     ) -> None:
         self.frameworks = dict(frameworks)
         self.queue = queue
@@ -177,9 +180,11 @@ class Scheduler:
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
-        self.events = events or EventBroadcaster(client)
+        self.event_broadcaster = event_broadcaster or EventBroadcaster(client)
         # One recorder per profile, reporting as the profile's scheduler name (as kube-scheduler).
-        self.recorders: dict[str, EventRecorder] = {name: self.events.new_recorder(name) for name in self.frameworks}
+        self.recorders: dict[str, EventRecorder] = {
+            name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
+        }
         self._status_reports: dict[str, _StatusReport] = {}
 
     # ---- the loop ------------------------------------------------------------------------
@@ -202,7 +207,7 @@ class Scheduler:
         """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        await self.events.drain()
+        await self.event_broadcaster.drain()
 
     # ---- one cycle -----------------------------------------------------------------------
 

@@ -51,8 +51,8 @@ def raw_pod(name: str = "p", cpu: str = "2", status: dict[str, Any] | None = Non
 def setup() -> tuple[Scheduler, Informers, FakeApiClient]:
     client = FakeApiClient()
     sched = build_scheduler(default_config(), full_registry(), client, {})
-    sched.events = EventBroadcaster(client, retry_sleep=0.0)
-    sched.recorders = {name: sched.events.new_recorder(name) for name in sched.frameworks}
+    sched.event_broadcaster = EventBroadcaster(client, retry_sleep=0.0)
+    sched.recorders = {name: sched.event_broadcaster.new_recorder(name) for name in sched.frameworks}
     sched.rng = random.Random(7)
     return sched, Informers(sched), client
 
@@ -379,7 +379,7 @@ async def test_six_identical_failures_make_one_event_series() -> None:
     assert event["reportingController"] == NAME
     assert event["note"] == UNFIT
     assert event["series"]["count"] == 2  # the API sees 2 at once, the rest at the series heartbeat
-    await sched.events.refresh_series()
+    await sched.event_broadcaster.refresh_series()
     (event,) = client.stored_events.values()
     assert event["series"]["count"] == 6
 
