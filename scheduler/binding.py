@@ -35,8 +35,26 @@ async def binding_cycle(
     started: float,
 ) -> None:
     try:
-        if await _bind(sched, fw, state, info, assumed, host, started):
-            _finish_binding(sched, fw, state, info, assumed, host, started)
+        if not await _bind(sched, fw, state, info, assumed, host, started):
+            return
+        # The apiserver accepted the Binding: final. Nothing below can undo it (as upstream, PostBind
+        # has no failure path and the Scheduled event is fire-and-forget).
+        sched.cache.finish_binding(assumed)
+        metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
+        metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
+        metrics.pod_scheduling_attempts.observe(info.attempts)
+        if info.initial_attempt_timestamp is not None:
+            metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
+                time.monotonic() - info.initial_attempt_timestamp
+            )
+        try:
+            fw.run_post_bind(state, assumed, host)
+        except Exception as exc:
+            log.error("PostBind plugin failed", pod=assumed.key, node=host, error=str(exc))
+        log.debug("bound", pod=assumed.key, node=host)
+        sched.recorders[fw.profile_name].eventf(
+            assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
+        )
     finally:
         sched.queue.done(assumed.uid)
 
@@ -75,35 +93,6 @@ async def _bind(
     metrics.schedule_attempts.labels(result, fw.profile_name).inc()
     metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
     return False
-
-
-def _finish_binding(
-    sched: Scheduler,
-    fw: Framework,
-    state: CycleState,
-    info: QueuedPodInfo,
-    assumed: Pod,
-    host: str,
-    started: float,
-) -> None:
-    """After the apiserver accepted the Binding: final. Nothing here can undo it (as upstream,
-    PostBind has no failure path and the Scheduled event is fire-and-forget)."""
-    sched.cache.finish_binding(assumed)
-    metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
-    metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
-    metrics.pod_scheduling_attempts.observe(info.attempts)
-    if info.initial_attempt_timestamp is not None:
-        metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
-            time.monotonic() - info.initial_attempt_timestamp
-        )
-    try:
-        fw.run_post_bind(state, assumed, host)
-    except Exception as exc:
-        log.error("PostBind plugin failed", pod=assumed.key, node=host, error=str(exc))
-    log.debug("bound", pod=assumed.key, node=host)
-    sched.recorders[fw.profile_name].eventf(
-        assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
-    )
 
 
 def _undo(

@@ -35,8 +35,17 @@ RULES_WITHOUT_EVENTS = [
 ]  # fmt: skip
 
 
+UNFIT = "0/1 nodes are available: 1 Insufficient cpu."
+
+
 def _bound(core: Any, namespace: str, name: str) -> str:
     return str(core.read_namespaced_pod(name, namespace).spec.node_name or "")
+
+
+def _scheduled(core: Any, namespace: str, name: str) -> tuple[str, str, str] | None:
+    """The pod's PodScheduled condition as (status, reason, message)."""
+    condition = scheduled_condition(core.read_namespaced_pod(name, namespace))
+    return (condition.status, condition.reason, condition.message) if condition is not None else None
 
 
 @pytest.fixture
@@ -84,16 +93,11 @@ def test_denied_events_cost_neither_the_condition_nor_a_bind(
         for i in range(20):
             core.create_namespaced_pod(namespace, make_pod(f"small-{i}", scheduler_name, cpu="50m"))
 
-        def reported() -> bool:
-            condition = scheduled_condition(core.read_namespaced_pod("huge", namespace))
-            return bool(
-                condition is not None
-                and condition.status == "False"
-                and condition.reason == "Unschedulable"
-                and condition.message == "0/1 nodes are available: 1 Insufficient cpu."
-            )
-
-        wait_for(reported, timeout=60, what="PodScheduled=False on the unschedulable pod")
+        wait_for(
+            lambda: _scheduled(core, namespace, "huge") == ("False", "Unschedulable", UNFIT),
+            timeout=60,
+            what="PodScheduled=False on the unschedulable pod",
+        )
         wait_for(
             lambda: all(_bound(core, namespace, f"small-{i}") == node for i in range(20)),
             timeout=60,
@@ -129,7 +133,7 @@ async def test_a_stale_report_never_overwrites_a_bind_and_a_fresh_one_lands(
         await client.bind(views["stale"], node)
         for pod in views.values():
             sched.pending_pods[pod.uid] = pod
-            sched.report_failure(pod, "Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.", "")
+            sched.report_failure(pod, "Unschedulable", UNFIT, "")
         await sched.drain()
         stale = core.read_namespaced_pod("stale", namespace)
         assert stale.spec.node_name == node

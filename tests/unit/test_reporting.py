@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import pytest
@@ -116,10 +116,8 @@ async def test_a_slow_event_delays_neither_the_condition_nor_a_bind() -> None:
 # ---- issue 9 finding 2: after an accepted Binding, nothing undoes it ------------------------------
 
 
-@pytest.mark.parametrize("refusal", [FORBIDDEN, ApiError(0, "timed out"), ApiError(503, "unavailable")])
-async def test_a_refused_scheduled_event_leaves_the_pod_bound(refusal: ApiError) -> None:
-    sched, inf, client = setup()
-    client.refuse_events = refusal
+async def bind_one_pod(sched: Scheduler, inf: Informers, client: FakeApiClient) -> list[MutableMapping[str, Any]]:
+    """Schedule one pod that fits; check it stays bound, assumed, out of the queue, unreported."""
     inf.on_node("ADDED", raw_node("n", cpu="4"))
     inf.on_pod("ADDED", raw_pod())
     with capture_logs() as logs:
@@ -128,6 +126,14 @@ async def test_a_refused_scheduled_event_leaves_the_pod_bound(refusal: ApiError)
     assert sched.cache.is_assumed("uid-p")
     assert sched.queue.where("uid-p") is None
     assert client.status_patches == []
+    return logs
+
+
+@pytest.mark.parametrize("refusal", [FORBIDDEN, ApiError(0, "timed out"), ApiError(503, "unavailable")])
+async def test_a_refused_scheduled_event_leaves_the_pod_bound(refusal: ApiError) -> None:
+    sched, inf, client = setup()
+    client.refuse_events = refusal
+    logs = await bind_one_pod(sched, inf, client)
     assert not [entry for entry in logs if entry["event"] == "binding cycle crashed"]
 
 
@@ -141,14 +147,7 @@ class FailingPostBind:
 async def test_a_failing_post_bind_leaves_the_pod_bound_and_reports_scheduled() -> None:
     sched, inf, client = setup()
     sched.frameworks[NAME].post_bind_plugins.append(FailingPostBind())
-    inf.on_node("ADDED", raw_node("n", cpu="4"))
-    inf.on_pod("ADDED", raw_pod())
-    with capture_logs() as logs:
-        await run_queue(sched)
-    assert client.bindings == {"ns/p": "n"}
-    assert sched.cache.is_assumed("uid-p")
-    assert sched.queue.where("uid-p") is None
-    assert client.status_patches == []
+    logs = await bind_one_pod(sched, inf, client)
     assert [e.reason for e in client.events] == ["Scheduled"]
     failures = [entry for entry in logs if entry["log_level"] == "error"]
     assert [entry["event"] for entry in failures] == ["PostBind plugin failed"]
