@@ -361,7 +361,10 @@ class EventBroadcaster:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def close(self) -> None:
-        """Stop accepting events and cancel pending retries; queued events are still written by drain."""
+        """Shut down as client-go's broadcaster does: accept nothing more, drop what is queued and
+        every pending retry; only the writes in flight finish (each bounded by WRITE_TIMEOUT_SECONDS)."""
         self._closed = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
         for task in list(self._retries):
             task.cancel()

@@ -227,15 +227,22 @@ async def test_a_full_queue_drops_events_without_blocking() -> None:
     assert len(client.events) == 3
 
 
-async def test_close_cancels_pending_retries() -> None:
+async def test_close_drops_queued_events_and_pending_retries() -> None:
     client = FakeApiClient()
     broadcaster = EventBroadcaster(client, retry_sleep=3600.0)
     client.event_errors = [ApiError(0, "connection refused")]
     broadcaster.new_recorder("test").eventf(pod(), None, "Normal", "Scheduled", "Binding", "m")
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # written once, failed, waiting to retry
+    client.event_gate = asyncio.Event()
+    for i in range(10):
+        broadcaster.new_recorder("test").eventf(pod(f"q{i}"), None, "Normal", "Scheduled", "Binding", "m")
+    await asyncio.sleep(0)  # some writers are on the wire, the rest of the events queued
+    in_flight = client.event_writes - 1
     broadcaster.close()
+    client.event_gate.set()
     await asyncio.wait_for(broadcaster.drain(), timeout=5)
-    assert client.event_writes == 1
+    assert client.event_writes == 1 + in_flight
+    assert len(client.events) == in_flight < 10
     broadcaster.new_recorder("test").eventf(pod("after"), None, "Normal", "Scheduled", "Binding", "m")
     await broadcaster.drain()
-    assert client.event_writes == 1
+    assert client.event_writes == 1 + in_flight
