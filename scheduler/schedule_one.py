@@ -43,7 +43,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
-from scheduler.model.objects import Pod
+from scheduler.model.objects import InvalidObject, Pod
 from scheduler.nominator import Nominator
 from scheduler.queue import PriorityQueue
 
@@ -499,9 +499,6 @@ class Scheduler:
         of the pod first settles it (settle_status_report), so a stale report never lands after a
         bind.
         """
-        recorder = self.recorders.get(pod.scheduler_name)
-        if recorder is not None:
-            recorder.eventf(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(message))
         previous = self._status_reports.get(pod.uid)
         if previous is not None and previous.task is not None and not previous.task.done():
             previous.superseded = True
@@ -511,6 +508,8 @@ class Scheduler:
         else:
             previous = None
         report = _StatusReport(pod.uid, pod, reason, message, nominated, previous)
+        if previous is None:
+            self._record_failure_event(report)
         self._status_reports[pod.uid] = report
         task = asyncio.ensure_future(self._write_failure_status(report))
         report.task = task
@@ -529,15 +528,40 @@ class Scheduler:
                 await asyncio.wait([report.task])
             report = report.previous
 
+    def _record_failure_event(self, report: _StatusReport) -> None:
+        """The FailedScheduling event, about the latest view of the pod: like kube-scheduler's (whose
+        status patch is synchronous), it regards the pod as the previous report left it."""
+        latest = self.pending_pods.get(report.uid)
+        pod = latest if latest is not None and not latest.node_name else report.pod
+        recorder = self.recorders.get(pod.scheduler_name)
+        if recorder is not None:
+            recorder.eventf(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(report.message))
+
     async def _write_failure_status(self, report: _StatusReport) -> None:
         try:
             if report.previous is not None and report.previous.task is not None:
-                await asyncio.wait([report.previous.task])
-                report.previous = None
+                # A write of this pod is on the wire: the event and the patch follow it.
+                try:
+                    await asyncio.wait([report.previous.task])
+                finally:
+                    report.previous = None
+                    self._record_failure_event(report)
             await self._patch_failure_status(report)
         finally:
             if self._status_reports.get(report.uid) is report:
                 del self._status_reports[report.uid]
+
+    def _adopt_written(self, sent_from: Pod, written: Mapping[str, Any] | None) -> None:
+        """Take the pod the apiserver returned for our patch as the pending view while the informer
+        has not moved past the version the patch was made from: the next report then regards and
+        patches the pod as it is (kube-scheduler's synchronous patch gives it the same view)."""
+        latest = self.pending_pods.get(sent_from.uid)
+        if written is None or latest is None or latest.resource_version != sent_from.resource_version:
+            return
+        try:
+            self.pending_pods[sent_from.uid] = Pod.from_raw(written)
+        except InvalidObject:
+            return
 
     async def _patch_failure_status(self, report: _StatusReport) -> None:
         """kube's updatePod + PatchPodStatus: skip what the pod already says, retry transient errors.
@@ -564,7 +588,10 @@ class Scheduler:
                     return
                 report.writing = True
                 try:
-                    await self.client.patch_pod_status(pod, condition, nominated, resource_version=pod.resource_version)
+                    written = await self.client.patch_pod_status(
+                        pod, condition, nominated, resource_version=pod.resource_version
+                    )
+                    self._adopt_written(pod, written)
                     return
                 except ApiError as exc:
                     if exc.not_found:

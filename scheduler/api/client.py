@@ -38,10 +38,11 @@ class ApiClient(Protocol):
         nominated_node_name: str | None = None,
         *,
         resource_version: str | None = None,
-    ) -> None:
+    ) -> Mapping[str, Any] | None:
         """Strategic-merge a PodScheduled condition and/or nominatedNodeName ("" clears it) into the
         pod's status, preconditioned on its UID and, when given, on `resource_version` (409 Conflict
-        when the pod changed since: a stale report never overwrites a later bind)."""
+        when the pod changed since: a stale report never overwrites a later bind). Returns the pod
+        as the apiserver wrote it (None when there was nothing to send)."""
         ...
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:

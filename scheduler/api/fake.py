@@ -76,7 +76,7 @@ class FakeApiClient:
         nominated_node_name: str | None = None,
         *,
         resource_version: str | None = None,
-    ) -> None:
+    ) -> Mapping[str, Any] | None:
         if self.patch_gate is not None:
             await self.patch_gate.wait()
         errors = self.patch_errors.get(pod.key)
@@ -85,10 +85,18 @@ class FakeApiClient:
         recorded = dict(condition) if condition is not None else None
         self.status_patches.append(StatusPatch(pod.key, recorded, nominated_node_name, resource_version))
         self.writes.append(("status", pod.key))
+        status = dict(pod.raw.get("status") or {})
         if condition is not None:
             self.conditions[pod.key] = dict(condition)
+            others = [c for c in status.get("conditions") or () if c.get("type") != condition.get("type")]
+            status["conditions"] = [*others, dict(condition)]
         if nominated_node_name is not None:
             self.nominations[pod.key] = nominated_node_name
+            status["nominatedNodeName"] = nominated_node_name or None
+        # The pod as an apiserver would return it: the status merged, a new resourceVersion.
+        metadata = dict(pod.raw.get("metadata") or {})
+        metadata["resourceVersion"] = f"{pod.resource_version}+status"
+        return {**pod.raw, "metadata": metadata, "status": status}
 
     async def _event_write(self) -> None:
         self.event_writes += 1

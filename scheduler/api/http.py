@@ -166,23 +166,24 @@ class HttpApiClient:
         nominated_node_name: str | None = None,
         *,
         resource_version: str | None = None,
-    ) -> None:
+    ) -> Mapping[str, Any] | None:
         status: dict[str, Any] = {}
         if condition is not None:
             status["conditions"] = [dict(condition)]
         if nominated_node_name is not None:
             status["nominatedNodeName"] = nominated_node_name or None
         if not status:
-            return
+            return None
         metadata = {"uid": pod.uid}
         if resource_version:
             metadata["resourceVersion"] = resource_version
-        await self.request(
+        written: Mapping[str, Any] | None = await self.request(
             "PATCH",
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
             {"metadata": metadata, "status": status},
             content_type="application/strategic-merge-patch+json",
         )
+        return written
 
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
