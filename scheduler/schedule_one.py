@@ -148,6 +148,7 @@ class _StatusReport:
     previous: _StatusReport | None
     writing: bool = False
     superseded: bool = False
+    event_recorded: bool = False
     task: asyncio.Task[None] | None = None
 
 
@@ -515,6 +516,8 @@ class Scheduler:
         report.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # Even a report cancelled before it ran (superseded, or settled by a bind) has its event.
+        task.add_done_callback(lambda _: self._record_failure_event(report))
 
     async def settle_status_report(self, uid: str) -> None:
         """Before the pod is bound: cancel its pending failure report, or wait for the request of
@@ -531,6 +534,9 @@ class Scheduler:
     def _record_failure_event(self, report: _StatusReport) -> None:
         """The FailedScheduling event, about the latest view of the pod: like kube-scheduler's (whose
         status patch is synchronous), it regards the pod as the previous report left it."""
+        if report.event_recorded:
+            return
+        report.event_recorded = True
         latest = self.pending_pods.get(report.uid)
         pod = latest if latest is not None and not latest.node_name else report.pod
         recorder = self.recorders.get(pod.scheduler_name)
@@ -541,11 +547,9 @@ class Scheduler:
         try:
             if report.previous is not None and report.previous.task is not None:
                 # A write of this pod is on the wire: the event and the patch follow it.
-                try:
-                    await asyncio.wait([report.previous.task])
-                finally:
-                    report.previous = None
-                    self._record_failure_event(report)
+                await asyncio.wait([report.previous.task])
+                report.previous = None
+                self._record_failure_event(report)
             await self._patch_failure_status(report)
         finally:
             if self._status_reports.get(report.uid) is report:

@@ -199,6 +199,25 @@ async def test_a_newer_report_supersedes_a_pending_one() -> None:
     assert [p.condition["message"] for p in client.status_patches if p.condition] == ["second"]
 
 
+async def test_every_failure_has_its_event_even_when_its_report_is_cancelled() -> None:
+    sched, inf, client = setup()
+    client.patch_gate = asyncio.Event()
+    inf.on_node("ADDED", raw_node("n"))
+    inf.on_pod("ADDED", raw_pod())
+    pod = sched.pending_pods["uid-p"]
+    sched.report_failure(pod, "Unschedulable", UNFIT, None)
+    await asyncio.sleep(0)  # its patch is on the wire
+    sched.report_failure(pod, "Unschedulable", UNFIT, None)  # waits for it...
+    sched.report_failure(pod, "Unschedulable", UNFIT, None)  # ...and is superseded before it ran
+    settled = asyncio.ensure_future(sched.settle_status_report("uid-p"))  # then the pod is bound
+    client.patch_gate.set()
+    await settled
+    await sched.drain()
+    assert len(client.status_patches) == 1
+    counts = sorted(e.get("series", {}).get("count", 1) for e in client.stored_events.values())
+    assert counts == [1, 2]  # three failures: a series of two (before the write landed) and one after
+
+
 async def test_the_status_patch_is_preconditioned_on_the_informer_view() -> None:
     sched, inf, client = setup()
     inf.on_node("ADDED", raw_node("n"))
