@@ -43,6 +43,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.logs import Repeats
 from scheduler.model.objects import InvalidObject, Pod
 from scheduler.nominator import Nominator
 from scheduler.queue import PriorityQueue
@@ -187,6 +188,7 @@ class Scheduler:
             name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
         }
         self._status_reports: dict[str, _StatusReport] = {}
+        self._status_failures = Repeats()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -601,7 +603,9 @@ class Scheduler:
                     if exc.not_found:
                         return
                     if not patch_retriable(exc) or attempt + 1 == PATCH_STATUS_TRIES:
-                        log.warning("updating pod condition failed", pod=pod.key, error=str(exc))
+                        failures = self._status_failures.count(exc.status)
+                        if failures is not None:
+                            log.warning("updating pod condition failed", pod=pod.key, error=str(exc), failures=failures)
                         return
                 finally:
                     report.writing = False

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from scheduler.api.client import ApiClient, ApiError
+from scheduler.logs import Repeats
 from scheduler.model.objects import Pod
 
 log = structlog.get_logger("events")
@@ -213,7 +214,7 @@ class EventBroadcaster:
         self._running_writers = 0
         self._closed = False
         self.dropped = 0
-        self._rejected_by_status: dict[int, int] = {}
+        self._rejections = Repeats()
 
     def new_recorder(self, reporting_controller: str) -> EventRecorder:
         """reportingInstance as kube-scheduler's: `<controller>-<hostname>`."""
@@ -309,9 +310,8 @@ class EventBroadcaster:
 
     def _rejected(self, event: Event, exc: ApiError) -> None:
         """Log the first rejection per HTTP status, then every 100th: a denied verb fails every event."""
-        seen = self._rejected_by_status.get(exc.status, 0) + 1
-        self._rejected_by_status[exc.status] = seen
-        if seen == 1 or seen % 100 == 0:
+        seen = self._rejections.count(exc.status)
+        if seen is not None:
             log.warning(
                 "server rejected event (will not retry)",
                 event_name=event.name,

@@ -437,3 +437,15 @@ async def test_a_long_message_is_cut_in_the_event_but_not_in_the_condition() -> 
     assert client.conditions["ns/p"]["message"] == message
     (event,) = client.events
     assert len(event.message) == 1024 and event.message.endswith(" ...")
+
+
+async def test_a_denied_status_patch_is_logged_once_not_once_per_pod() -> None:
+    sched, inf, client = setup()
+    inf.on_node("ADDED", raw_node("n"))
+    for i in range(5):
+        inf.on_pod("ADDED", raw_pod(f"p{i}"))
+        client.patch_errors[f"ns/p{i}"] = [ApiError(403, "pods/status is forbidden", "Forbidden")]
+    with capture_logs() as logs:
+        await run_queue(sched)
+    assert all(client.patch_errors[f"ns/p{i}"] == [] for i in range(5))  # every pod tried
+    assert len([entry for entry in logs if entry["event"] == "updating pod condition failed"]) == 1
