@@ -214,7 +214,7 @@ class EventBroadcaster:
         self._running_writers = 0
         self._closed = False
         self.dropped = 0
-        self._rejections = Repeats()
+        self._failures = Repeats()  # by HTTP status, and "unreachable"
 
     def new_recorder(self, reporting_controller: str) -> EventRecorder:
         """reportingInstance as kube-scheduler's: `<controller>-<hostname>`."""
@@ -295,22 +295,29 @@ class EventBroadcaster:
             return False
         except ApiError as exc:
             if exc.status == 0:
-                log.info("unable to write event (may retry after sleeping)", event_name=event.name, error=str(exc))
+                self._unreachable(event, str(exc))
                 return True
             if exc.conflict and exc.reason == "AlreadyExists" and is_series:
                 return True
             self._rejected(event, exc)
             return False
         except TimeoutError:
-            log.info("unable to write event (may retry after sleeping)", event_name=event.name, error="timed out")
+            self._unreachable(event, f"timed out after {WRITE_TIMEOUT_SECONDS:.0f} s")
             return True
         except Exception as exc:  # a writer must never die: the queue behind it would stall
             log.error("unable to write event", event_name=event.name, error=str(exc), exc_info=True)
             return False
 
+    def _unreachable(self, event: Event, error: str) -> None:
+        seen = self._failures.count("unreachable")
+        if seen is not None:
+            log.warning(
+                "unable to write event (may retry after sleeping)", event_name=event.name, error=error, failed=seen
+            )
+
     def _rejected(self, event: Event, exc: ApiError) -> None:
         """Log the first rejection per HTTP status, then every 100th: a denied verb fails every event."""
-        seen = self._rejections.count(exc.status)
+        seen = self._failures.count(exc.status)
         if seen is not None:
             log.warning(
                 "server rejected event (will not retry)",

@@ -246,3 +246,22 @@ async def test_close_drops_queued_events_and_pending_retries() -> None:
     broadcaster.new_recorder("test").eventf(pod("after"), None, "Normal", "Scheduled", "Binding", "m")
     await broadcaster.drain()
     assert client.event_writes == 1 + in_flight
+
+
+async def test_the_upkeep_finishes_and_refreshes_series_when_it_starts() -> None:
+    """As client-go's StartRecordingToSink: both loops run at once, then on their periods."""
+    broadcaster, client, clock = setup()
+    recorder = broadcaster.new_recorder("test")
+    for _ in range(3):
+        recorder.eventf(pod(), None, "Normal", "test", "started", "m")
+    await broadcaster.drain()
+    clock.now += FINISH_SECONDS + 1
+    upkeep = asyncio.ensure_future(broadcaster.run())
+    try:
+        for _ in range(10):
+            await asyncio.sleep(0)
+    finally:
+        upkeep.cancel()
+        await asyncio.gather(upkeep, return_exceptions=True)
+    assert only_event(client)["series"]["count"] == 3
+    assert broadcaster.cache == {}
