@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from plugins.registry import in_tree_registry
 from scheduler import metrics
 from scheduler.api.client import ApiClient
+from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
 from scheduler.api.watch import Reflector
@@ -91,8 +92,13 @@ def build_scheduler(
     client: ApiClient,
     namespaces: dict[str, Mapping[str, str]],
     assumed_pod_ttl: float = 900.0,
+    event_client: ApiClient | None = None,
 ) -> Scheduler:
-    """Everything but the watches: usable with the fake client in tests."""
+    """Everything but the watches: usable with the fake client in tests.
+
+    Events go through `event_client` when given (kube-scheduler too has a client of its own for
+    events), else through `client`.
+    """
     handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces))
     frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
     queue = PriorityQueue(
@@ -103,7 +109,7 @@ def build_scheduler(
     cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
-    return Scheduler(frameworks, queue, cache, client)
+    return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
 def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:
@@ -210,8 +216,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     registry = full_registry()
     connection = load_connection(options.kubeconfig)
     client = HttpApiClient(connection, component=config.profiles[0].scheduler_name)
+    # Its own small pool: Events never take a connection a bind or status patch is waiting for.
+    event_client = HttpApiClient(connection, component=config.profiles[0].scheduler_name, max_connections=EVENT_WRITERS)
     namespaces: dict[str, Mapping[str, str]] = {}
-    scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl)
+    scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl, event_client)
     informers = Informers(scheduler, namespaces)
     stop = stop or asyncio.Event()
     ready = asyncio.Event()
@@ -258,6 +266,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(asyncio.create_task(leading, name="schedule-loop"))
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
+        tasks.append(asyncio.create_task(scheduler.event_broadcaster.run(), name="event-series"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -273,7 +282,9 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
+        scheduler.event_broadcaster.close()
         await scheduler.drain()
         await client.close()
+        await event_client.close()
         await runner.cleanup()
         logging.getLogger("app").info("stopped")

@@ -130,7 +130,7 @@ class Informers:
             non_zero_memory=0,
             raw=raw,
         )
-        self.sched.spawn(self.sched._report_failure(pod, "SchedulerError", str(error), None))
+        self.sched.report_failure(pod, "SchedulerError", str(error), None)
 
     # ---- nodes ---------------------------------------------------------------------------
 
