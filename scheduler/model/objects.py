@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from scheduler.model.podresources import (
+    DEFAULT_NON_MISSING,
+    PodResources,
+    ResourceListError,
+    non_missing_for_node_info,
+)
 from scheduler.model.quantity import QuantityError, to_int, to_milli
 
 CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
-
-# kube-scheduler counts a container without requests as this much when it spreads or
-# scores load (never when it checks fit): 100 millicores and 200 MiB.
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 Raw = Mapping[str, Any]
 
@@ -84,6 +86,23 @@ class Resource:
         )
 
     @classmethod
+    def from_amounts(cls, amounts: Mapping[str, Decimal]) -> Resource:
+        """Build from exact amounts, rounding up as resource.Quantity's Value/MilliValue do."""
+        res = cls()
+        for name, amount in amounts.items():
+            if name == CPU:
+                res.milli_cpu = _milli(amount)
+            elif name == MEMORY:
+                res.memory = _whole(amount)
+            elif name == EPHEMERAL_STORAGE:
+                res.ephemeral_storage = _whole(amount)
+            elif name == PODS:
+                res.allowed_pods = _whole(amount)
+            else:
+                res.scalar[name] = _whole(amount)
+        return res
+
+    @classmethod
     def from_list(cls, amounts: Raw | None, where: str) -> Resource:
         """Build from a ResourceList ({"cpu": "100m", ...}); `where` names the field for errors."""
         res = cls()
@@ -131,6 +150,24 @@ class Pod:
     non_zero_milli_cpu: int
     non_zero_memory: int
     raw: Raw = field(repr=False, compare=False, hash=False)
+    # Requests from the spec alone, set only when in-place resize status makes them differ.
+    spec_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
+    # cpu/memory with the defaults filled into every container (the scorers' view of the pod to
+    # schedule); set only when pod-level requests make them differ from the non-zero ones.
+    scoring_cpu_memory: tuple[int, int] | None = field(default=None, repr=False, compare=False, hash=False)
+
+    @property
+    def fit_requests(self) -> Resource:
+        """What NodeResourcesFit's PreFilter checks: the spec's requests (the pod is not running yet)."""
+        return self.spec_requests if self.spec_requests is not None else self.requests
+
+    @property
+    def scoring_milli_cpu(self) -> int:
+        return self.scoring_cpu_memory[0] if self.scoring_cpu_memory is not None else self.non_zero_milli_cpu
+
+    @property
+    def scoring_memory(self) -> int:
+        return self.scoring_cpu_memory[1] if self.scoring_cpu_memory is not None else self.non_zero_memory
 
     @property
     def key(self) -> str:
@@ -161,7 +198,7 @@ class Pod:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         key = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
-        requests, nz_cpu, nz_mem = _pod_requests(spec, key)
+        requests, nz_cpu, nz_mem, fit_requests, score_cpu_memory = _pod_requests(raw, key)
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise InvalidObject(f"{key}: spec.priority: {priority!r} is not an integer")
@@ -182,64 +219,39 @@ class Pod:
             non_zero_milli_cpu=nz_cpu,
             non_zero_memory=nz_mem,
             raw=raw,
+            spec_requests=fit_requests,
+            scoring_cpu_memory=score_cpu_memory,
         )
 
 
-def _pod_requests(spec: Raw, key: str) -> tuple[Resource, int, int]:
-    """Effective requests: regular containers plus sidecars, at least any init step, plus overhead.
+def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | None, tuple[int, int] | None]:
+    """Requests as kube-scheduler 1.37 computes them (see scheduler.model.podresources).
 
-    Restartable init containers (sidecars) keep running, so they add to everything that
-    starts after them; a plain init container runs alone next to the sidecars started
-    before it. Also returns the non-zero cpu/memory used for scoring.
+    Returns the requests the cache accounts (in-place resize status included), the non-zero
+    cpu/memory of framework.PodInfo, and — only where they differ — the spec-only requests
+    NodeResourcesFit filters with and the cpu/memory the resource scorers use for this pod.
     """
-    total = Resource()
-    nz_cpu = nz_mem = 0
-    for i, container in enumerate(spec.get("containers") or ()):
-        req = Resource.from_list(
-            (container.get("resources") or {}).get("requests"),
-            f"{key}: spec.containers[{i}].resources.requests",
-        )
-        total.add(req)
-        nz_cpu += req.milli_cpu or (DEFAULT_MILLI_CPU_REQUEST if CPU not in _req_names(container) else 0)
-        nz_mem += req.memory or (DEFAULT_MEMORY_REQUEST if MEMORY not in _req_names(container) else 0)
-    sidecars = Resource()
-    init_peak = Resource()
-    nz_sidecar_cpu = nz_sidecar_mem = 0
-    nz_init_cpu = nz_init_mem = 0
-    for i, container in enumerate(spec.get("initContainers") or ()):
-        req = Resource.from_list(
-            (container.get("resources") or {}).get("requests"),
-            f"{key}: spec.initContainers[{i}].resources.requests",
-        )
-        c_cpu = req.milli_cpu or (DEFAULT_MILLI_CPU_REQUEST if CPU not in _req_names(container) else 0)
-        c_mem = req.memory or (DEFAULT_MEMORY_REQUEST if MEMORY not in _req_names(container) else 0)
-        if container.get("restartPolicy") == "Always":
-            total.add(req)
-            sidecars.add(req)
-            nz_cpu += c_cpu
-            nz_mem += c_mem
-            nz_sidecar_cpu += c_cpu
-            nz_sidecar_mem += c_mem
-            step = sidecars.copy()
-            step_cpu, step_mem = nz_sidecar_cpu, nz_sidecar_mem
-        else:
-            step = req.copy()
-            step.add(sidecars)
-            step_cpu, step_mem = c_cpu + nz_sidecar_cpu, c_mem + nz_sidecar_mem
-        init_peak.set_max(step)
-        nz_init_cpu = max(nz_init_cpu, step_cpu)
-        nz_init_mem = max(nz_init_mem, step_mem)
-    total.set_max(init_peak)
-    nz_cpu = max(nz_cpu, nz_init_cpu)
-    nz_mem = max(nz_mem, nz_init_mem)
-    overhead = Resource.from_list(spec.get("overhead"), f"{key}: spec.overhead")
-    total.add(overhead)
-    return total, nz_cpu + overhead.milli_cpu, nz_mem + overhead.memory
+    try:
+        resources = PodResources(raw, key)
+        requests = resources.requests(use_status=True)
+        pod_level = resources.pod_level_requests_set
+        non_zero = resources.requests(use_status=True, non_missing=non_missing_for_node_info(requests, pod_level))
+        fit = Resource.from_amounts(resources.requests(use_status=False)) if resources.status_matters else None
+        score = None
+        if pod_level:
+            scoring = resources.requests(use_status=True, non_missing=DEFAULT_NON_MISSING)
+            score = (_milli(scoring.get(CPU)), _whole(scoring.get(MEMORY)))
+    except ResourceListError as exc:
+        raise InvalidObject(str(exc)) from exc
+    return Resource.from_amounts(requests), _milli(non_zero.get(CPU)), _whole(non_zero.get(MEMORY)), fit, score
 
 
-def _req_names(container: Raw) -> Mapping[str, Any]:
-    requests: Mapping[str, Any] = (container.get("resources") or {}).get("requests") or {}
-    return requests
+def _milli(amount: Decimal | None) -> int:
+    return 0 if amount is None else int((amount * 1000).to_integral_value(rounding=ROUND_CEILING))
+
+
+def _whole(amount: Decimal | None) -> int:
+    return 0 if amount is None else int(amount.to_integral_value(rounding=ROUND_CEILING))
 
 
 @dataclass(frozen=True, slots=True)
