@@ -274,6 +274,8 @@ class Node:
     taints: tuple[Taint, ...]
     images: Mapping[str, int]
     raw: Raw = field(repr=False, compare=False, hash=False)
+    # status.declaredFeatures (NodeDeclaredFeatures; the apiserver keeps it sorted and unique).
+    declared_features: tuple[str, ...] = ()
 
     def same_scheduling_properties(self, other: Node) -> bool:
         """True when nothing a scheduler looks at differs (e.g. a heartbeat-only status update)."""
@@ -283,6 +285,7 @@ class Node:
             and self.taints == other.taints
             and self.labels == other.labels
             and self.images == other.images
+            and self.declared_features == other.declared_features
             and (self.raw.get("metadata") or {}).get("annotations")
             == (other.raw.get("metadata") or {}).get("annotations")
         )
@@ -309,4 +312,5 @@ class Node:
             ),
             images=images,
             raw=raw,
+            declared_features=tuple(status.get("declaredFeatures") or ()),
         )

@@ -152,7 +152,9 @@ class PodResources:
         if self.pod_level_requests_set:
             effective: Mapping[str, Decimal] | None = self.pod_level
             if use_status and self.allocated:
-                effective = _max_of(None if self.infeasible else self.pod_level, self.status_requests, self.status_allocated)
+                effective = _max_of(
+                    None if self.infeasible else self.pod_level, self.status_requests, self.status_allocated
+                )
             for name, amount in (effective or {}).items():
                 if is_supported_pod_level_resource(name):
                     reqs[name] = amount

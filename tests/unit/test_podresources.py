@@ -26,10 +26,12 @@ Raw = dict[str, Any]
 INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
 
 
-def c(name: str = "", sidecar: bool = False, **requests: str) -> Raw:
+def c(name: str = "", sidecar: bool = False, extra: dict[str, str] | None = None, **requests: str) -> Raw:
+    """A container; keyword requests (ephemeral_storage -> ephemeral-storage), `extra` for other names."""
     container: Raw = {"name": name}
-    if requests:
-        container["resources"] = {"requests": {k.replace("_", "-"): v for k, v in requests.items()}}
+    asked = {**{k.replace("_", "-"): v for k, v in requests.items()}, **(extra or {})}
+    if asked:
+        container["resources"] = {"requests": asked}
     if sidecar:
         container["restartPolicy"] = "Always"
     return container
@@ -72,7 +74,7 @@ def pod(
 
 
 def amounts(**expected: str) -> dict[str, Decimal]:
-    return {k.replace("_", "-").replace("hugepages-", "hugepages-"): parse_quantity(v) for k, v in expected.items()}
+    return {k.replace("_", "-"): parse_quantity(v) for k, v in expected.items()}
 
 
 def hp(**expected: str) -> dict[str, Decimal]:
@@ -290,14 +292,14 @@ STATUS_CASES = [
     ),
     (
         "pod-level resources, container-level resources, hugepage request/limit single page size",
-        pod([c(**{"hugepages-2Mi": "6Mi"})], pod_level={"cpu": "1", "hugepages-2Mi": "10Mi"}),
+        pod([c(extra={"hugepages-2Mi": "6Mi"})], pod_level={"cpu": "1", "hugepages-2Mi": "10Mi"}),
         False,
         {**amounts(cpu="1"), **hp(**{"2Mi": "10Mi"})},
     ),
     (
         "pod-level resources, container-level resources, hugepage request/limit multiple page sizes",
         pod(
-            [c(cpu="1", **{"hugepages-1Gi": "2Gi"})],
+            [c(cpu="1", extra={"hugepages-1Gi": "2Gi"})],
             pod_level={"cpu": "1", "hugepages-2Mi": "10Mi", "hugepages-1Gi": "2Gi"},
         ),
         False,
@@ -305,7 +307,7 @@ STATUS_CASES = [
     ),
     (
         "pod-level resources, container-level resources, hugepage multiple page sizes between levels",
-        pod([c(memory="4Mi", **{"hugepages-1Gi": "1Gi"})], pod_level={"cpu": "1", "hugepages-2Mi": "10Mi"}),
+        pod([c(memory="4Mi", extra={"hugepages-1Gi": "1Gi"})], pod_level={"cpu": "1", "hugepages-2Mi": "10Mi"}),
         False,
         {**amounts(cpu="1", memory="4Mi"), **hp(**{"2Mi": "10Mi", "1Gi": "1Gi"})},
     ),
@@ -340,7 +342,9 @@ STATUS_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("raw", "use_status", "expected"), [case[1:] for case in STATUS_CASES], ids=[case[0] for case in STATUS_CASES])
+@pytest.mark.parametrize(
+    ("raw", "use_status", "expected"), [case[1:] for case in STATUS_CASES], ids=[case[0] for case in STATUS_CASES]
+)
 def test_pod_requests(raw: Raw, use_status: bool, expected: dict[str, Decimal]) -> None:
     assert PodResources(raw, "pod ns/p").requests(use_status=use_status) == expected
 
@@ -351,7 +355,9 @@ NON_MISSING_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("raw", "expected"), [case[1:] for case in NON_MISSING_CASES], ids=[case[0] for case in NON_MISSING_CASES])
+@pytest.mark.parametrize(
+    ("raw", "expected"), [case[1:] for case in NON_MISSING_CASES], ids=[case[0] for case in NON_MISSING_CASES]
+)
 def test_non_missing_container_requests(raw: Raw, expected: dict[str, Decimal]) -> None:
     got = PodResources(raw, "pod ns/p").requests(use_status=False, non_missing={"memory": parse_quantity("100Mi")})
     assert got == expected
@@ -411,4 +417,4 @@ def test_pod_level_and_status_quantity_errors_name_the_field() -> None:
 
 
 def test_default_non_missing_is_kube_scheduler_default() -> None:
-    assert DEFAULT_NON_MISSING == {"cpu": Decimal("0.1"), "memory": Decimal(200 * MI)}
+    assert dict(DEFAULT_NON_MISSING) == {"cpu": Decimal("0.1"), "memory": Decimal(200 * MI)}

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import plugins.noderesourcesfit as fit
-from scheduler.framework.types import Code, CycleState, NodeInfo, Status
+from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
 from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
 
@@ -533,7 +533,14 @@ SCORE_CASES: list[tuple[str, dict[str, Any], PodBuilder, list[Node], list[PodBui
         [],
         [37, 50],
     ),
-    ("least: no resources requested, pods scheduled", least(), make_pod("p"), nodes_with(CM, CM), EMPTY_PODS, [100, 100]),
+    (
+        "least: no resources requested, pods scheduled",
+        least(),
+        make_pod("p"),
+        nodes_with(CM, CM),
+        EMPTY_PODS,
+        [100, 100],
+    ),
     (
         "least: no resources requested, pods scheduled with resources",
         least(),
@@ -766,7 +773,9 @@ FOO, BAR = "intel.com/foo", "intel.com/bar"
 def bin_nodes(first: Mapping[str, int], second: Mapping[str, int]) -> list[Node]:
     mib = 1024 * 1024
     return [
-        make_node(name).capacity({"cpu": "4000m", "memory": str(10000 * mib), **{k: str(v) for k, v in ext.items()}}).obj()
+        make_node(name)
+        .capacity({"cpu": "4000m", "memory": str(10000 * mib), **{k: str(v) for k, v in ext.items()}})
+        .obj()
         for name, ext in (("node1", first), ("node2", second))
     ]
 
@@ -906,7 +915,20 @@ def test_zero_weight_defaults_to_one_as_v1_config_does() -> None:
     [
         (
             [(10, 1), (90, 9)],
-            [(-10, 1), (0, 1), (9, 1), (10, 1), (15, 1), (19, 1), (20, 2), (89, 8), (90, 9), (99, 9), (100, 9), (110, 9)],
+            [
+                (-10, 1),
+                (0, 1),
+                (9, 1),
+                (10, 1),
+                (15, 1),
+                (19, 1),
+                (20, 2),
+                (89, 8),
+                (90, 9),
+                (99, 9),
+                (100, 9),
+                (110, 9),
+            ],
         ),
         (
             [(0, 2), (40, 10), (100, 0)],
@@ -953,7 +975,11 @@ def test_is_fit(pod: PodBuilder, capacity: dict[str, str], expected: bool) -> No
 
 
 def cap(**resources: str) -> Node:
-    return make_node("n").capacity({"pods": "32", **{k.replace("__", "/").replace("_", "."): v for k, v in resources.items()}}).obj()
+    return (
+        make_node("n")
+        .capacity({"pods": "32", **{k.replace("__", "/").replace("_", "."): v for k, v in resources.items()}})
+        .obj()
+    )
 
 
 MEM2_A1 = req(with_scalars(r(memory=2), {EXT_A: 1}))
@@ -962,18 +988,18 @@ MEM2_A1 = req(with_scalars(r(memory=2), {EXT_A: 1}))
 @pytest.mark.parametrize(
     ("pod", "old", "new", "expected"),
     [
-        (req(r(memory=2)), None, cap(memory="1"), fit.QueueingHint.SKIP),
-        (req(with_scalars(r(), {EXT_A: 1})), None, cap(example_com__bbb="1"), fit.QueueingHint.SKIP),
-        (MEM2_A1, None, cap(memory="4", example_com__aaa="2"), fit.QueueingHint.QUEUE),
+        (req(r(memory=2)), None, cap(memory="1"), QueueingHint.SKIP),
+        (req(with_scalars(r(), {EXT_A: 1})), None, cap(example_com__bbb="1"), QueueingHint.SKIP),
+        (MEM2_A1, None, cap(memory="4", example_com__aaa="2"), QueueingHint.QUEUE),
         (
             MEM2_A1,
             cap(memory="2", example_com__aaa="2"),
             cap(memory="2", example_com__aaa="1", example_com__bbb="2"),
-            fit.QueueingHint.SKIP,
+            QueueingHint.SKIP,
         ),
-        (MEM2_A1, cap(memory="2", example_com__aaa="1"), cap(memory="2", example_com__aaa="2"), fit.QueueingHint.QUEUE),
-        (MEM2_A1, cap(memory="4", example_com__aaa="2"), cap(memory="1", example_com__aaa="2"), fit.QueueingHint.SKIP),
-        (MEM2_A1, cap(memory="1", example_com__aaa="2"), cap(memory="4", example_com__aaa="2"), fit.QueueingHint.QUEUE),
+        (MEM2_A1, cap(memory="2", example_com__aaa="1"), cap(memory="2", example_com__aaa="2"), QueueingHint.QUEUE),
+        (MEM2_A1, cap(memory="4", example_com__aaa="2"), cap(memory="1", example_com__aaa="2"), QueueingHint.SKIP),
+        (MEM2_A1, cap(memory="1", example_com__aaa="2"), cap(memory="4", example_com__aaa="2"), QueueingHint.QUEUE),
     ],
     ids=[
         "skip-queue-on-node-add-without-sufficient-resources",
@@ -985,9 +1011,7 @@ MEM2_A1 = req(with_scalars(r(memory=2), {EXT_A: 1}))
         "queue-on-node-changes-from-unsuitable-to-suitable",
     ],
 )
-def test_is_schedulable_after_node_change(
-    pod: PodBuilder, old: Node | None, new: Node, expected: fit.QueueingHint
-) -> None:
+def test_is_schedulable_after_node_change(pod: PodBuilder, old: Node | None, new: Node, expected: QueueingHint) -> None:
     assert fit._node_grew(pod.obj(), old, new) == expected
 
 
