@@ -299,7 +299,7 @@ class Node:
         images: dict[str, int] = {}
         for image in status.get("images") or ():
             for name in image.get("names") or ():
-                images[name] = int(image.get("sizeBytes") or 0)
+                images.setdefault(name, int(image.get("sizeBytes") or 0))  # the first entry naming it counts
         return cls(
             uid=meta.get("uid", ""),
             name=meta.get("name", ""),
