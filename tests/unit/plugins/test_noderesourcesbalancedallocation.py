@@ -88,6 +88,28 @@ def node(name: str, milli_cpu: int, memory: int, gpus: int = 0) -> Any:
             DEFAULT,
             [75],
         ),
+        (  # pod-level requests replace the containers' (cpu 3000/4000 and memory 2000/10000 -> 72)
+            make_pod("p").req(cpu="100m", memory="100").spec(resources={"requests": {"cpu": "3", "memory": "2000"}}),
+            [(node("node1", 4000, 10000), [])],
+            DEFAULT,
+            [72],
+        ),
+        (  # an assigned pod resized in place counts at the larger of spec and allocated (3 cpu, not 1)
+            make_pod("p").req(cpu="0", memory="2000"),
+            [
+                (
+                    node("node1", 4000, 10000),
+                    [
+                        make_pod("a")
+                        .req(cpu="1", memory="0")
+                        .spec(nodeName="node1")
+                        .status(containerStatuses=[{"name": "c0", "allocatedResources": {"cpu": "3"}}])
+                    ],
+                )
+            ],
+            DEFAULT,
+            [72],
+        ),
     ],
 )
 def test_score(
