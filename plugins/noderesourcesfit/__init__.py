@@ -269,11 +269,7 @@ class NodeResourcesFit:
     # ---- PreScore / Score --------------------------------------------------------------
 
     def _pod_request(self, pod: Pod, resource: str) -> int:
-        if resource == CPU:
-            return pod.scoring_milli_cpu
-        if resource == MEMORY:
-            return pod.scoring_memory
-        return pod.requests.get(resource)
+        return pod.fit_scoring_request(resource)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))

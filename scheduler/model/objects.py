@@ -152,22 +152,27 @@ class Pod:
     raw: Raw = field(repr=False, compare=False, hash=False)
     # Requests from the spec alone, set only when in-place resize status makes them differ.
     spec_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
-    # cpu/memory with the defaults filled into every container (the scorers' view of the pod to
-    # schedule); set only when pod-level requests make them differ from the non-zero ones.
-    scoring_cpu_memory: tuple[int, int] | None = field(default=None, repr=False, compare=False, hash=False)
+    # What NodeResourcesFit scores this pod with, set only where it differs from the non-zero
+    # cpu/memory and the requests: kube-scheduler 1.37 builds that plugin's scorer without its
+    # feature flags, so it reads the spec's containers with the 100m/200Mi defaults, ignoring
+    # pod-level resources and in-place resize status (overhead still added).
+    fit_scoring_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
 
     @property
     def fit_requests(self) -> Resource:
         """What NodeResourcesFit's PreFilter checks: the spec's requests (the pod is not running yet)."""
         return self.spec_requests if self.spec_requests is not None else self.requests
 
-    @property
-    def scoring_milli_cpu(self) -> int:
-        return self.scoring_cpu_memory[0] if self.scoring_cpu_memory is not None else self.non_zero_milli_cpu
-
-    @property
-    def scoring_memory(self) -> int:
-        return self.scoring_cpu_memory[1] if self.scoring_cpu_memory is not None else self.non_zero_memory
+    def fit_scoring_request(self, name: str) -> int:
+        """The pod's request of one resource as NodeResourcesFit's Score sees it."""
+        scoring = self.fit_scoring_requests
+        if scoring is not None:
+            return scoring.get(name)
+        if name == CPU:
+            return self.non_zero_milli_cpu
+        if name == MEMORY:
+            return self.non_zero_memory
+        return self.requests.get(name)
 
     @property
     def key(self) -> str:
@@ -198,7 +203,7 @@ class Pod:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         key = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
-        requests, nz_cpu, nz_mem, fit_requests, score_cpu_memory = _pod_requests(raw, key)
+        requests, nz_cpu, nz_mem, fit_requests, fit_scoring = _pod_requests(raw, key)
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise InvalidObject(f"{key}: spec.priority: {priority!r} is not an integer")
@@ -220,30 +225,32 @@ class Pod:
             non_zero_memory=nz_mem,
             raw=raw,
             spec_requests=fit_requests,
-            scoring_cpu_memory=score_cpu_memory,
+            fit_scoring_requests=fit_scoring,
         )
 
 
-def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | None, tuple[int, int] | None]:
+def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | None, Resource | None]:
     """Requests as kube-scheduler 1.37 computes them (see scheduler.model.podresources).
 
-    Returns the requests the cache accounts (in-place resize status included), the non-zero
-    cpu/memory of framework.PodInfo, and — only where they differ — the spec-only requests
-    NodeResourcesFit filters with and the cpu/memory the resource scorers use for this pod.
+    Returns the requests the cache accounts (pod-level resources and in-place resize status
+    included), the non-zero cpu/memory of framework.PodInfo, and — only where they differ — the
+    spec-only requests NodeResourcesFit filters with and the requests its Score uses.
     """
     try:
         resources = PodResources(raw, key)
         requests = resources.requests(use_status=True)
         pod_level = resources.pod_level_requests_set
         non_zero = resources.requests(use_status=True, non_missing=non_missing_for_node_info(requests, pod_level))
-        fit = Resource.from_amounts(resources.requests(use_status=False)) if resources.status_matters else None
-        score = None
-        if pod_level:
-            scoring = resources.requests(use_status=True, non_missing=DEFAULT_NON_MISSING)
-            score = (_milli(scoring.get(CPU)), _whole(scoring.get(MEMORY)))
+        differs = resources.status_matters
+        fit = Resource.from_amounts(resources.requests(use_status=False)) if differs else None
+        scoring = None
+        if pod_level or differs:
+            scoring = Resource.from_amounts(
+                resources.requests(use_status=False, non_missing=DEFAULT_NON_MISSING, pod_level=False)
+            )
     except ResourceListError as exc:
         raise InvalidObject(str(exc)) from exc
-    return Resource.from_amounts(requests), _milli(non_zero.get(CPU)), _whole(non_zero.get(MEMORY)), fit, score
+    return Resource.from_amounts(requests), _milli(non_zero.get(CPU)), _whole(non_zero.get(MEMORY)), fit, scoring
 
 
 def _milli(amount: Decimal | None) -> int:

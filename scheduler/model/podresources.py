@@ -146,10 +146,13 @@ class PodResources:
         """resource.IsPodLevelRequestsSet: some supported resource requested at pod level."""
         return any(is_supported_pod_level_resource(name) for name in self.pod_level or ())
 
-    def requests(self, *, use_status: bool, non_missing: Mapping[str, Decimal] | None = None) -> Amounts:
-        """resource.PodRequests with pod-level resources and InPlacePodLevelResourcesVerticalScaling on."""
+    def requests(
+        self, *, use_status: bool, non_missing: Mapping[str, Decimal] | None = None, pod_level: bool = True
+    ) -> Amounts:
+        """resource.PodRequests with InPlacePodLevelResourcesVerticalScaling on; `pod_level=False` is
+        its SkipPodLevelResources."""
         reqs = self._container_requests(use_status, non_missing)
-        if self.pod_level_requests_set:
+        if pod_level and self.pod_level_requests_set:
             effective: Mapping[str, Decimal] | None = self.pod_level
             if use_status and self.allocated:
                 effective = _max_of(

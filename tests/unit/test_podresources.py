@@ -376,16 +376,17 @@ MI = 1024 * 1024
 @pytest.mark.parametrize(
     ("raw", "requests", "non_zero", "scoring"),
     [
-        # 100 CPUs at pod level, nothing on the containers: the cache and the filter see 100 CPUs.
-        (pod([c("a")], pod_level={"cpu": "100"}), (100_000, 0), (100_000, 200 * MI), (100_000, 200 * MI)),
+        # 100 CPUs at pod level, nothing on the containers: the cache and the filter see 100 CPUs;
+        # NodeResourcesFit's Score (built without the feature upstream) sees the container defaults.
+        (pod([c("a")], pod_level={"cpu": "100"}), (100_000, 0), (100_000, 200 * MI), (100, 200 * MI)),
         # Pod level memory only: cpu falls back to the container defaults.
-        (pod([c("a"), c("b")], pod_level={"memory": "1Gi"}), (0, 1024 * MI), (200, 1024 * MI), (200, 1024 * MI)),
-        # Overhead cpu present: framework.PodInfo adds no cpu default, the scorers still do.
+        (pod([c("a"), c("b")], pod_level={"memory": "1Gi"}), (0, 1024 * MI), (200, 1024 * MI), (200, 400 * MI)),
+        # Overhead cpu present: framework.PodInfo adds no cpu default, Fit's Score still does.
         (
             pod([c("a")], pod_level={"memory": "1Gi"}, overhead={"cpu": "50m"}),
             (50, 1024 * MI),
             (50, 1024 * MI),
-            (150, 1024 * MI),
+            (150, 200 * MI),
         ),
         # No pod-level resources: every container lacking a request gets the defaults.
         (pod([c("a", cpu="0"), c("b")], overhead={"cpu": "10m"}), (10, 0), (110, 400 * MI), (110, 400 * MI)),
@@ -398,7 +399,7 @@ def test_pod_struct_uses_pod_level_resources(
     assert (p.requests.milli_cpu, p.requests.memory) == requests
     assert (p.fit_requests.milli_cpu, p.fit_requests.memory) == requests
     assert (p.non_zero_milli_cpu, p.non_zero_memory) == non_zero
-    assert (p.scoring_milli_cpu, p.scoring_memory) == scoring
+    assert (p.fit_scoring_request("cpu"), p.fit_scoring_request("memory")) == scoring
 
 
 def test_pod_struct_resized_pod_accounts_larger_of_spec_and_allocated() -> None:
@@ -407,6 +408,7 @@ def test_pod_struct_resized_pod_accounts_larger_of_spec_and_allocated() -> None:
     assert p.requests.milli_cpu == 3000  # what the node has given it
     assert p.fit_requests.milli_cpu == 1000  # what a pod not yet running asks for
     assert p.non_zero_milli_cpu == 3000
+    assert p.fit_scoring_request("cpu") == 1000  # NodeResourcesFit's Score reads the spec only
 
 
 def test_pod_level_and_status_quantity_errors_name_the_field() -> None:

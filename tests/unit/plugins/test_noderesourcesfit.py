@@ -863,12 +863,22 @@ SCORE_CASES += [
         [50],
     ),
     (
-        "least: pod-level requests count in scoring",
+        # Upstream's Fit builds its scorer without the PodLevelResources flag: the incoming pod is
+        # scored by its containers (here the 100m/200Mi defaults), not by spec.resources.
+        "least: pod-level requests do not count in the incoming pod's score",
         least(),
         make_pod("p").container().spec(resources={"requests": {"cpu": "2000", "memory": "5000"}}),
         nodes_with(CM),
         [],
-        [50],
+        [49],
+    ),
+    (
+        "least: an assigned pod's pod-level requests do count on its node",
+        least(),
+        req({"cpu": "1000", "memory": "1000"}),
+        nodes_with(CM, CM),
+        [make_pod("e1").node("node1").container().spec(resources={"requests": {"cpu": "2000", "memory": "5000"}})],
+        [32, 82],  # node1: cpu 25, memory 40 (the e1 container's defaults alone would give 37)
     ),
     (
         "least: a configured resource the node has no scalar of (pods) is not scored",
