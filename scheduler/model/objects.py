@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from typing import Any
 
 from scheduler.model.podresources import (
@@ -19,7 +19,7 @@ from scheduler.model.podresources import (
     ResourceListError,
     non_missing_for_node_info,
 )
-from scheduler.model.quantity import QuantityError, to_int, to_milli
+from scheduler.model.quantity import QuantityError, ceil_int, ceil_milli, to_int, to_milli
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -254,11 +254,11 @@ def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | No
 
 
 def _milli(amount: Decimal | None) -> int:
-    return 0 if amount is None else int((amount * 1000).to_integral_value(rounding=ROUND_CEILING))
+    return 0 if amount is None else ceil_milli(amount)
 
 
 def _whole(amount: Decimal | None) -> int:
-    return 0 if amount is None else int(amount.to_integral_value(rounding=ROUND_CEILING))
+    return 0 if amount is None else ceil_int(amount)
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,7 @@ class PodResources:
         "overhead",
         "pod_level",
         "status_allocated",
+        "status_matters",
         "status_requests",
     )
 
@@ -129,11 +130,9 @@ class PodResources:
         if status_resources is not None:
             self.status_requests = parse_list(status_resources.get("requests"), f"{where}: status.resources.requests")
         self.infeasible = is_resize_infeasible(status)
-
-    @property
-    def status_matters(self) -> bool:
-        """Whether requests(use_status=True) can differ from the spec-only requests."""
-        return (
+        # Whether requests(use_status=True) can differ from the spec-only requests: without any
+        # status resources (and no Infeasible resize) allocated and actual both fall back to spec.
+        self.status_matters = (
             self.infeasible
             or self.allocated
             or self.status_allocated is not None
@@ -166,7 +165,7 @@ class PodResources:
 
     def _container_requests(self, use_status: bool, non_missing: Mapping[str, Decimal] | None) -> Amounts:
         spec = _aggregate(self, "spec", non_missing)
-        if not use_status:
+        if not use_status or not self.status_matters:
             return spec
         if self.status_allocated is not None and self.allocated and self.status_requests is not None:
             # Pod-level status maps already hold the aggregate over all containers.
