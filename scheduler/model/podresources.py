@@ -93,7 +93,7 @@ class PodResources:
     """The parsed resource fields of one pod, ready for PodRequests with any options."""
 
     __slots__ = (
-        "allocated",
+        "has_status_resources",
         "containers",
         "infeasible",
         "init_containers",
@@ -126,7 +126,7 @@ class PodResources:
         status_resources = status.get("resources")
         self.status_requests: Amounts | None = None
         self.status_allocated = parse_list(status.get("allocatedResources"), f"{where}: status.allocatedResources")
-        self.allocated = status_resources is not None  # Go's pod.Status.Resources != nil
+        self.has_status_resources = status_resources is not None  # Go's pod.Status.Resources != nil
         if status_resources is not None:
             self.status_requests = parse_list(status_resources.get("requests"), f"{where}: status.resources.requests")
         self.infeasible = is_resize_infeasible(status)
@@ -134,7 +134,7 @@ class PodResources:
         # status resources (and no Infeasible resize) allocated and actual both fall back to spec.
         self.status_matters = (
             self.infeasible
-            or self.allocated
+            or self.has_status_resources
             or self.status_allocated is not None
             or any(c.allocated is not None or c.actuated is not None for c in self.containers)
             or any(c.allocated is not None or c.actuated is not None for c in self.init_containers)
@@ -153,7 +153,7 @@ class PodResources:
         reqs = self._container_requests(use_status, non_missing)
         if pod_level and self.pod_level_requests_set:
             effective: Mapping[str, Decimal] | None = self.pod_level
-            if use_status and self.allocated:
+            if use_status and self.has_status_resources:
                 effective = _max_of(
                     None if self.infeasible else self.pod_level, self.status_requests, self.status_allocated
                 )
@@ -167,7 +167,7 @@ class PodResources:
         spec = _aggregate(self, "spec", non_missing)
         if not use_status or not self.status_matters:
             return spec
-        if self.status_allocated is not None and self.allocated and self.status_requests is not None:
+        if self.status_allocated is not None and self.has_status_resources and self.status_requests is not None:
             # Pod-level status maps already hold the aggregate over all containers.
             allocated: Amounts | None = self.status_allocated
             actuated: Amounts | None = self.status_requests
