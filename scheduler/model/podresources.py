@@ -93,8 +93,8 @@ class PodResources:
     """The parsed resource fields of one pod, ready for PodRequests with any options."""
 
     __slots__ = (
-        "has_status_resources",
         "containers",
+        "has_status_resources",
         "infeasible",
         "init_containers",
         "overhead",
