@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from plugins.helper import unexpected_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -361,15 +362,31 @@ class NodeResourcesFit:
 
 
 def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """An assigned pod was deleted (or shrank): room may have opened up."""
+    """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
     if new is None:  # deleted
-        return QueueingHint.QUEUE if isinstance(old, Pod) and old.node_name else QueueingHint.SKIP
-    if isinstance(old, Pod) and isinstance(new, Pod):
-        shrank = (
-            new.requests.milli_cpu < old.requests.milli_cpu or new.requests.memory < old.requests.memory or new.terminal
-        )
-        return QueueingHint.QUEUE if shrank else QueueingHint.SKIP
-    return QueueingHint.SKIP
+        if not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        nominated = (old.raw.get("status") or {}).get("nominatedNodeName")
+        return QueueingHint.QUEUE if old.node_name or nominated else QueueingHint.SKIP
+    if unexpected_objects(Pod, old, new) or old is None:
+        return QueueingHint.QUEUE
+    if new.terminal:  # the cache lets a finished pod go as if it were deleted
+        return QueueingHint.QUEUE
+    if not new.node_name:
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE if _relevant_resources_decreased(pod, old, new) else QueueingHint.SKIP
+
+
+def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
+    """haveEnoughRelevantResourcesDecreased: a resource the target pod requests got smaller."""
+    wanted = pod.requests
+    for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        if wanted.get(name) > 0 and old.requests.get(name) > new.requests.get(name):
+            return True
+    return any(
+        amount > 0 and _is_scalar(name) and old.requests.scalar.get(name, 0) > new.requests.scalar.get(name, 0)
+        for name, amount in wanted.scalar.items()
+    )
 
 
 def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:

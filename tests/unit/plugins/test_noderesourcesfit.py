@@ -1037,3 +1037,81 @@ def test_batch_filter_matches_on_pod_level_and_resized_pods() -> None:
     status = run_filter(plugin, pod, info)
     assert status == Status(U, ("Insufficient cpu",), plugin=fit.NAME)
     assert np.array_equal(snapshot(info).table.req_cpu, np.array([3000]))
+
+
+CPU1 = {"cpu": "1"}
+
+
+@pytest.mark.parametrize(
+    ("pod", "old", "expected"),
+    [
+        (req(CPU1, name="pod1"), "not-a-pod", QueueingHint.QUEUE),
+        (req(CPU1, name="pod1"), req(CPU1, node="fake", name="pod2"), QueueingHint.QUEUE),
+        (make_pod("pod1"), make_pod("pod2"), QueueingHint.SKIP),
+        (req(CPU1, name="pod1"), req({"cpu": "2"}, name="pod2").nominated_node("fake"), QueueingHint.QUEUE),
+    ],
+    ids=[
+        "backoff-wrong-old-object",
+        "queue-on-other-pod-deleted",
+        "skip-queue-on-unscheduled-pod-deleted",
+        "queue-on-nominated-pod-deleted",
+    ],
+)
+def test_is_schedulable_after_assigned_pod_delete(pod: PodBuilder, old: Any, expected: QueueingHint) -> None:
+    old_obj = old.obj() if isinstance(old, PodBuilder) else old
+    assert fit._pod_freed(pod.obj(), old_obj, None) == expected
+
+
+def plr(requests: dict[str, str], name: str, node: str = "") -> PodBuilder:
+    """A pod with pod-level requests only (PodLevelResourceRequests)."""
+    pod = make_pod(name).container().spec(resources={"requests": requests})
+    return pod.node(node) if node else pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "old", "new", "expected"),
+    [
+        (make_pod("pod1"), "not-a-pod", make_pod("pod2"), QueueingHint.QUEUE),
+        (make_pod("pod1"), make_pod("pod2"), "not-a-pod", QueueingHint.QUEUE),
+        (req(CPU1, name="pod1"), req({"cpu": "2"}, name="pod2"), req(CPU1, name="pod2"), QueueingHint.SKIP),
+        (
+            req(CPU1, name="pod1"),
+            req({"memory": "2"}, node="fake", name="pod2"),
+            req({"memory": "1"}, node="fake", name="pod2"),
+            QueueingHint.SKIP,
+        ),
+        (
+            plr(CPU1, "pod1"),
+            plr({"memory": "2"}, "pod2", "fake"),
+            plr({"memory": "1"}, "pod2", "fake"),
+            QueueingHint.SKIP,
+        ),
+        (
+            req(CPU1, name="pod1"),
+            req({"cpu": "2"}, node="fake", name="pod2"),
+            req(CPU1, node="fake", name="pod2"),
+            QueueingHint.QUEUE,
+        ),
+        (plr(CPU1, "pod1"), plr({"cpu": "2"}, "pod2", "fake"), plr(CPU1, "pod2", "fake"), QueueingHint.QUEUE),
+    ],
+    ids=[
+        "backoff-wrong-old-object",
+        "backoff-wrong-new-object",
+        "skip-queue-on-other-unscheduled-pod",
+        "skip-queue-on-other-pod-unrelated-resource-scaled-down",
+        "skip-queue-on-other-pod-unrelated-pod-level-resource-scaled-down",
+        "queue-on-other-pod-some-resource-scale-down",
+        "queue-on-other-pod-some-pod-level-resource-scale-down",
+    ],
+)
+def test_is_schedulable_after_assigned_pod_scale_down(
+    pod: PodBuilder, old: Any, new: Any, expected: QueueingHint
+) -> None:
+    old_obj = old.obj() if isinstance(old, PodBuilder) else old
+    new_obj = new.obj() if isinstance(new, PodBuilder) else new
+    assert fit._pod_freed(pod.obj(), old_obj, new_obj) == expected
+
+
+def test_assigned_pod_finishing_requeues() -> None:
+    assigned = req(CPU1, node="fake", name="pod2")
+    assert fit._pod_freed(req(CPU1).obj(), assigned.obj(), assigned.phase("Succeeded").obj()) == QueueingHint.QUEUE
