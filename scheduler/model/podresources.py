@@ -26,7 +26,6 @@ MEMORY = "memory"
 HUGEPAGES_PREFIX = "hugepages-"
 POD_RESIZE_PENDING = "PodResizePending"
 REASON_INFEASIBLE = "Infeasible"
-REASON_DEFERRED = "Deferred"
 
 # kube-scheduler counts a container without a cpu / memory request as this much when it scores
 # or spreads load (schedutil.DefaultMilliCPURequest / DefaultMemoryRequest).
@@ -56,19 +55,12 @@ def is_supported_pod_level_resource(name: str) -> bool:
     return name in (CPU, MEMORY) or name.startswith(HUGEPAGES_PREFIX)
 
 
-def _resize_condition_reason(status: Raw) -> str | None:
+def is_resize_infeasible(status: Raw) -> bool:
+    """resource.IsPodResizeInfeasible: the (first) PodResizePending condition says Infeasible."""
     for condition in status.get("conditions") or ():
         if condition.get("type") == POD_RESIZE_PENDING:
-            return str(condition.get("reason") or "")
-    return None
-
-
-def is_resize_infeasible(status: Raw) -> bool:
-    return _resize_condition_reason(status) == REASON_INFEASIBLE
-
-
-def is_resize_deferred(status: Raw) -> bool:
-    return _resize_condition_reason(status) == REASON_DEFERRED
+            return condition.get("reason") == REASON_INFEASIBLE
+    return False
 
 
 def _add(total: Amounts, more: Mapping[str, Decimal] | None) -> None:

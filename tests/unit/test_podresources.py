@@ -17,7 +17,6 @@ from scheduler.model.objects import InvalidObject, Pod
 from scheduler.model.podresources import (
     DEFAULT_NON_MISSING,
     PodResources,
-    is_resize_deferred,
     is_resize_infeasible,
 )
 from scheduler.model.quantity import parse_quantity
@@ -365,9 +364,9 @@ def test_non_missing_container_requests(raw: Raw, expected: dict[str, Decimal]) 
 
 def test_resize_conditions() -> None:
     deferred = {"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}]}
-    assert is_resize_deferred(deferred)
     assert not is_resize_infeasible(deferred)
-    assert not is_resize_deferred({"conditions": [{"type": "PodResizePending", "reason": "Other"}]})
+    assert is_resize_infeasible({"conditions": INFEASIBLE})
+    assert not is_resize_infeasible({"conditions": [{"type": "PodResizePending", "reason": "Other"}]})
 
 
 MI = 1024 * 1024
