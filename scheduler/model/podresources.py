@@ -59,7 +59,7 @@ def is_resize_infeasible(status: Raw) -> bool:
     """resource.IsPodResizeInfeasible: the (first) PodResizePending condition says Infeasible."""
     for condition in status.get("conditions") or ():
         if condition.get("type") == POD_RESIZE_PENDING:
-            return condition.get("reason") == REASON_INFEASIBLE
+            return bool(condition.get("reason") == REASON_INFEASIBLE)
     return False
 
 
