@@ -1,9 +1,9 @@
 """kube-scheduler 1.37's default profile against the real apiserver v1.37.2.
 
 Pod-level resources count (a pod asking for 100 CPUs at pod level is not placed on small
-nodes), NodeDeclaredFeatures keeps a pod needing a feature on the nodes declaring it, and pods
-with resource claims or PersistentVolumeClaims are reported unschedulable with the missing
-support named — never bound.
+nodes), a pod resized in place counts at its allocated size, NodeDeclaredFeatures keeps a pod
+needing a feature on the nodes declaring it, and pods with resource claims or
+PersistentVolumeClaims are reported unschedulable with the missing support named — never bound.
 """
 
 from __future__ import annotations
@@ -117,3 +117,42 @@ def test_pods_with_claims_are_reported_not_bound(
         wait_for(lambda: bound_to(core, namespace, "plain"), timeout=60, what="the plain pod bound")
         wait_for(lambda: reported(core, namespace, "claims", message), timeout=60, what="claims reported")
         assert not bound_to(core, namespace, "claims")
+
+
+def test_pod_resized_in_place_is_accounted_at_its_allocated_size(
+    control_plane: ControlPlane, core: Any, namespace: str, nodes: NodeFactory, scheduler_name: str
+) -> None:
+    node = nodes(f"{namespace}-n", cpu="4")
+    container = {"name": "c", "image": PAUSE, "resources": {"requests": {"cpu": "1"}}}
+    core.create_namespaced_pod(namespace, pod_body("resized", scheduler_name, nodeName=node, containers=[container]))
+    wait_for(
+        lambda: core.read_namespaced_pod("resized", namespace).status.phase == "Running", timeout=60, what="Running"
+    )
+    # What the kubelet reports after resizing the running pod up to 3 CPUs (spec still says 1).
+    allocated = [
+        {
+            "name": "c",
+            "image": PAUSE,
+            "imageID": "",
+            "ready": True,
+            "restartCount": 0,
+            "allocatedResources": {"cpu": "3"},
+            "resources": {"requests": {"cpu": "3"}},
+        }
+    ]
+
+    def report_resize() -> bool:
+        core.patch_namespaced_pod_status("resized", namespace, {"status": {"containerStatuses": allocated}})
+        statuses = core.read_namespaced_pod("resized", namespace).status.container_statuses or []
+        return any((s.allocated_resources or {}).get("cpu") == "3" for s in statuses)
+
+    wait_for(report_resize, timeout=30, what="allocatedResources reported")
+    with running_scheduler(control_plane, scheduler_name):
+        core.create_namespaced_pod(
+            namespace, pod_body("needs-two", scheduler_name, resources={"requests": {"cpu": "2"}})
+        )
+        wait_for(
+            lambda: reported(core, namespace, "needs-two", "0/1 nodes are available: 1 Insufficient cpu."),
+            timeout=60,
+            what="needs-two reported unschedulable",
+        )
