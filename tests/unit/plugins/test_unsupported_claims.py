@@ -66,6 +66,19 @@ def test_dynamic_resources_refuses_pods_with_claims(pod: Any, message: str) -> N
     )
 
 
+def test_dynamic_resources_refuses_implicit_device_class_resources() -> None:
+    pod = make_pod("p").container(requests={"deviceclass.resource.kubernetes.io/gpu": "1", "example.com/x": "1"})
+    _, status = dynamicresources.DynamicResources().pre_filter(CycleState(), pod.obj(), [])
+    assert status is not None
+    assert (status.code, status.reasons) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        (
+            'pod requests extended resources backed by DRA ("deviceclass.resource.kubernetes.io/gpu"), '
+            "but this scheduler does not implement DynamicResources (DRA) yet",
+        ),
+    )
+
+
 def test_dynamic_resources_skips_pods_without_claims() -> None:
     _, status = dynamicresources.DynamicResources().pre_filter(CycleState(), make_pod("p").obj(), [])
     assert status is not None and status.code == Code.SKIP
