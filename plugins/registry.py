@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    dynamicresources,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesourcesbalancedallocation,
@@ -16,6 +18,7 @@ from plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumeclaimguard,
 )
 from scheduler.framework.registry import Registry
 
@@ -33,6 +36,9 @@ IN_TREE = (
     imagelocality,
     podtopologyspread,
     interpodaffinity,
+    nodedeclaredfeatures,
+    dynamicresources,
+    volumeclaimguard,
 )
 
 

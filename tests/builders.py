@@ -220,6 +220,11 @@ class PodBuilder:
         self._spec.update(copy.deepcopy(fields))
         return self
 
+    def status(self, **fields: Any) -> PodBuilder:
+        """Set raw status fields directly (containerStatuses, conditions, resources...)."""
+        self.raw["status"].update(copy.deepcopy(fields))
+        return self
+
     def obj(self) -> Pod:
         return Pod.from_raw(copy.deepcopy(self.raw))
 
