@@ -109,6 +109,8 @@ def build_scheduler(
     cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
+    metrics.unschedulable_pods.set_source(queue.unschedulable_pods_by_plugin)
+    metrics.inflight_events.set_source(queue.in_flight_events)
     return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
@@ -181,6 +183,7 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
 
 async def _serve_metrics(options: Options, ready: asyncio.Event) -> web.AppRunner:
     async def metrics_handler(_: web.Request) -> web.Response:
+        metrics.recorder.flush()
         return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def healthz(_: web.Request) -> web.Response:
@@ -267,6 +270,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
         tasks.append(asyncio.create_task(scheduler.event_broadcaster.run(), name="event-series"))
+        tasks.append(asyncio.create_task(metrics.recorder.run(), name="metrics-flush"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:

@@ -34,6 +34,7 @@ async def binding_cycle(
     host: str,
     started: float,
 ) -> None:
+    metrics.goroutines.labels(metrics.BINDING).inc()
     try:
         if not await _bind(sched, fw, state, info, assumed, host, started):
             return
@@ -43,6 +44,8 @@ async def binding_cycle(
         metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
         metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
         metrics.pod_scheduling_attempts.observe(info.attempts)
+        if info.was_flushed_from_unschedulable:
+            metrics.pod_scheduled_after_flush.inc()
         if info.initial_attempt_timestamp is not None:
             metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
                 time.monotonic() - info.initial_attempt_timestamp
@@ -56,6 +59,7 @@ async def binding_cycle(
             assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
         )
     finally:
+        metrics.goroutines.labels(metrics.BINDING).dec()
         sched.queue.done(assumed.uid)
 
 
@@ -87,7 +91,7 @@ async def _bind(
         return False
     if status is None:
         return True
-    metrics.binding_errors.labels(point).inc()
+    metrics.binding_cycle_failures.labels(point).inc()
     _undo(sched, fw, state, info, assumed, host, status)
     result = "unschedulable" if status.is_rejection else "error"
     metrics.schedule_attempts.labels(result, fw.profile_name).inc()

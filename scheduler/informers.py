@@ -10,11 +10,13 @@ Writes nothing to the API except reporting a pod that cannot be parsed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
+from scheduler import metrics
 from scheduler.framework.runtime import WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.model.objects import InvalidObject, Node, Pod, Resource
@@ -35,6 +37,10 @@ NODE_DELETE = _event(EventResource.NODE, ActionType.DELETE, "NodeDelete")
 ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
 ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
 ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
+# Labels of kube's unscheduled-pod handlers (scheduler_event_handling_duration_seconds only).
+UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"
+UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
+UNSCHEDULED_DELETE = "UnscheduledPodDelete"
 
 
 class Informers:
@@ -58,6 +64,7 @@ class Informers:
     # ---- pods ----------------------------------------------------------------------------
 
     def on_pod(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        started = time.perf_counter()
         sched = self.sched
         meta = raw.get("metadata") or {}
         uid = meta.get("uid", "")
@@ -77,6 +84,7 @@ class Informers:
             if known is not None and not cache.is_assumed(uid):
                 cache.remove_pod(uid)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, known, None)
+            metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DELETE, started)
             return
         if pod.node_name:
             sched.pending_pods.pop(uid, None)
@@ -85,12 +93,15 @@ class Informers:
             if known is None or cache.is_assumed(uid):
                 cache.add_pod(pod)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_ADD, None, pod)
+                metrics.observe_event_handling(ASSIGNED_POD_ADD.label, started)
             else:
                 cache.update_pod(pod)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_UPDATE, known, pod)
+                metrics.observe_event_handling(ASSIGNED_POD_UPDATE.label, started)
             return
         if pod.scheduler_name not in sched.frameworks:
             return
+        label = UNSCHEDULED_POD_UPDATE if uid in sched.pending_pods else UNSCHEDULED_POD_ADD
         sched.pending_pods[uid] = pod
         sched.nominator.update(pod)
         if cache.is_assumed(uid):
@@ -99,6 +110,7 @@ class Informers:
             sched.queue.delete(uid)
             return
         sched.queue.add(pod)
+        metrics.observe_event_handling(label, started)
 
     def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
         spec = raw.get("spec") or {}
@@ -135,6 +147,7 @@ class Informers:
     # ---- nodes ---------------------------------------------------------------------------
 
     def on_node(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        started = time.perf_counter()
         sched = self.sched
         name = (raw.get("metadata") or {}).get("name", "")
         old_info = sched.cache.get_node_info(name)
@@ -142,6 +155,7 @@ class Informers:
         if event_type == DELETED:
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
+            metrics.observe_event_handling(NODE_DELETE.label, started)
             return
         try:
             node = Node.from_raw(raw)
@@ -154,6 +168,7 @@ class Informers:
             return
         sched.cache.add_or_update_node(node)
         sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)
+        metrics.observe_event_handling((NODE_ADD if old is None else NODE_UPDATE).label, started)
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

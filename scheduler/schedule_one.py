@@ -226,6 +226,7 @@ class Scheduler:
             return
         started = time.perf_counter()
         state = CycleState()
+        state.record_plugin_metrics = metrics.should_record_plugin_metrics()
         try:
             result = self.schedule_pod(fw, state, pod)
         except FitError as fit_error:
@@ -236,12 +237,14 @@ class Scheduler:
                     log.error("postfilter failed", pod=pod.key, error=post_status.message)
                 elif post_status is not None and post_status.reasons:
                     fit_error.diagnosis.post_filter_msg = post_status.message
+            metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "unschedulable", started)
             self.handle_failure(
                 fw, info, Status.unschedulable(), fit_error, nominated, keep_nomination=bool(fw.post_filter_plugins)
             )
             return
         except Exception as exc:
+            metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "error", started)
             log.error(
                 "scheduling cycle failed",
@@ -252,6 +255,7 @@ class Scheduler:
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
+        metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
         assumed = dataclasses.replace(pod, node_name=result.suggested_host)
         try:
             self.cache.assume_pod(assumed)

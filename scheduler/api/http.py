@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from scheduler import __version__
+from scheduler import __version__, metrics
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
@@ -37,6 +38,11 @@ class Connection:
     def host(self) -> str:
         host: str = self.configuration.host
         return host.rstrip("/")
+
+    @property
+    def host_label(self) -> str:
+        """The `host` label of rest_client_* (host:port, as client-go's URL.Host)."""
+        return urllib.parse.urlsplit(self.host).netloc
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         cfg = self.configuration
@@ -82,6 +88,17 @@ def load_connection(kubeconfig: str | None) -> Connection:
     return Connection(cfg)
 
 
+def _observe_request(
+    method: str, host: str, started: float, data: str | None, status: int | None, response_size: int | None
+) -> None:
+    """client-go's rest_client_* for one request; `status` None for a request that got no response."""
+    metrics.rest_client_requests.labels("<error>" if status is None else str(status), method, host).inc()
+    metrics.rest_client_request_duration.labels(method, host).observe(time.perf_counter() - started)
+    metrics.rest_client_request_size.labels(method, host).observe(len(data.encode()) if data else 0)
+    if response_size is not None:
+        metrics.rest_client_response_size.labels(method, host).observe(response_size)
+
+
 # The apiserver records this (up to the "/") as the field manager of every write we make.
 USER_AGENT = f"secondary-scheduler/{__version__}"
 
@@ -113,9 +130,11 @@ class HttpApiClient:
         if auth:
             headers["Authorization"] = auth
         data = json.dumps(body) if body is not None else None
+        started = time.perf_counter()
         try:
             async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
                 text = await resp.text()
+                _observe_request(method, self._conn.host_label, started, data, resp.status, len(await resp.read()))
                 if resp.status == 401:
                     self._conn.invalidate_auth()
                 if resp.status >= 400:
@@ -128,6 +147,7 @@ class HttpApiClient:
                     raise ApiError(resp.status, message, reason)
                 return json.loads(text) if text else None
         except aiohttp.ClientError as exc:
+            _observe_request(method, self._conn.host_label, started, data, None, None)
             raise ApiError(0, f"{method} {path}: {exc}") from exc
 
     async def stream(self, method: str, path: str) -> AsyncIterator[bytes]:
@@ -140,6 +160,7 @@ class HttpApiClient:
             async with self._get_session().request(
                 method, self._conn.host + path, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
             ) as resp:
+                metrics.rest_client_requests.labels(str(resp.status), method, self._conn.host_label).inc()
                 if resp.status >= 400:
                     text = await resp.text()
                     if resp.status == 401:

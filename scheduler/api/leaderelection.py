@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient
 
@@ -56,6 +57,7 @@ class LeaseElector:
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
         self.is_leader = False
+        metrics.leader_election_master_status.labels(name).set(0)
 
     async def try_acquire_or_renew(self) -> bool:
         now = self._clock()
@@ -94,6 +96,8 @@ class LeaseElector:
             previous=spec,
         )
         lease["spec"] = new_spec
+        if self.is_leader:  # client-go's slow path: renewing after a read (ours always reads first)
+            metrics.leader_election_slowpath.labels(self.name).inc()
         try:
             await self.client.request("PUT", self.path, lease)
         except ApiError as exc:
@@ -121,6 +125,7 @@ class LeaseElector:
         while not stop.is_set():
             if await self.try_acquire_or_renew():
                 self.is_leader = True
+                metrics.leader_election_master_status.labels(self.name).set(1)
                 log.info("acquired lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                 return True
             with contextlib.suppress(TimeoutError):
@@ -140,6 +145,7 @@ class LeaseElector:
                 last_renew = self._clock()
             elif self._clock() - last_renew > self.renew_deadline:
                 self.is_leader = False
+                metrics.leader_election_master_status.labels(self.name).set(0)
                 raise LeadershipLost(f"failed to renew lease {self.namespace}/{self.name} within the renew deadline")
 
     async def release(self) -> None:
@@ -147,6 +153,7 @@ class LeaseElector:
         if not self.is_leader:
             return
         self.is_leader = False
+        metrics.leader_election_master_status.labels(self.name).set(0)
         try:
             lease = await self.client.request("GET", self.path)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:

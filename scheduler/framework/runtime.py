@@ -228,8 +228,7 @@ def _normalize(
 
 
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
-    code = "Success" if status is None else status.code.name.title()
-    metrics.framework_extension_point_duration.labels(point, code, profile).observe(time.perf_counter() - started)
+    metrics.observe_extension_point(point, status, profile, started)
 
 
 class Framework:
@@ -273,6 +272,7 @@ class Framework:
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
 
+    @metrics.timed_extension_point(metrics.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for plugin in self.pre_enqueue_plugins:
             status = plugin.pre_enqueue(pod)
@@ -291,11 +291,14 @@ class Framework:
         rejecting: list[str] = []
         status: Status | None = None
         for plugin in self.pre_filter_plugins:
+            plugin_started = time.perf_counter()
             try:
                 plugin_result, plugin_status = plugin.pre_filter(state, pod, nodes)
             except Exception as exc:
                 status = Status.as_error(exc, plugin.name)
                 break
+            metrics.observe_plugin(state, metrics.PRE_FILTER, plugin.name, plugin_status, plugin_started)
+            metrics.plugin_evaluation.add_unless_skip(plugin.name, metrics.PRE_FILTER, self.profile_name, plugin_status)
             if plugin_status is not None and plugin_status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
@@ -346,13 +349,18 @@ class Framework:
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """The first non-success Filter status on this node (with its plugin), or None."""
         skip = state.skip_filter_plugins
+        timed = state.record_plugin_metrics
         for plugin in self.filter_plugins:
             if skip and plugin.name in skip:
                 continue
+            metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name)
+            started = time.perf_counter() if timed else 0.0
             try:
                 status = plugin.filter(state, pod, node_info)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            if timed:
+                metrics.observe_plugin(state, metrics.FILTER, plugin.name, status, started)
             if status is not None and status.code != Code.SUCCESS:
                 if not status.is_rejection and status.code != Code.ERROR:
                     return Status.as_error(
@@ -370,11 +378,13 @@ class Framework:
         messages: list[str] = []
         final: Status | None = Status.unschedulable()
         for plugin in self.post_filter_plugins:
+            plugin_started = time.perf_counter()
             try:
                 nominated, status = plugin.post_filter(state, pod, node_to_status)
             except Exception as exc:
                 final = Status.as_error(exc, plugin.name)
                 break
+            metrics.observe_plugin(state, metrics.POST_FILTER, plugin.name, status, plugin_started)
             if status is None or status.code == Code.SUCCESS:
                 _timed("PostFilter", self.profile_name, started, None)
                 return nominated, status
@@ -395,11 +405,14 @@ class Framework:
         started = time.perf_counter()
         result: Status | None = None
         for plugin in self.pre_score_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = plugin.pre_score(state, pod, nodes)
             except Exception as exc:
                 result = Status.as_error(exc, plugin.name)
                 break
+            metrics.observe_plugin(state, metrics.PRE_SCORE, plugin.name, status, plugin_started)
+            metrics.plugin_evaluation.add_unless_skip(plugin.name, metrics.PRE_SCORE, self.profile_name, status)
             if status is not None and status.code == Code.SKIP:
                 state.skip_score_plugins.add(plugin.name)
                 continue
@@ -444,6 +457,8 @@ class Framework:
         for plugin in self.score_plugins:
             if plugin.name in skip:
                 continue
+            metrics.plugin_evaluation.add(plugin.name, metrics.SCORE, self.profile_name, len(nodes))
+            plugin_started = time.perf_counter()
             try:
                 scores = None
                 batch = getattr(plugin, "score_batch", None) if table is not None and rows is not None else None
@@ -458,9 +473,12 @@ class Framework:
                             return totals, {}, Status.as_error(error, plugin.name)
                         values.append(value)
                     scores = np.array(values, np.int64)
+                metrics.observe_plugin(state, metrics.SCORE, plugin.name, None, plugin_started)
                 ext = plugin.score_extensions()
                 if ext is not None:
+                    plugin_started = time.perf_counter()
                     scores, status = _normalize(ext, state, pod, nodes, scores)
+                    metrics.observe_plugin(state, metrics.NORMALIZE_SCORE, plugin.name, status, plugin_started)
                     if status is not None:
                         error = FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}")
                         return totals, {}, Status.as_error(error, plugin.name)
@@ -488,10 +506,13 @@ class Framework:
             if skip and plugin.name in skip:
                 continue
             batch = getattr(plugin, "filter_batch", None)
+            started = time.perf_counter()
             result = batch(state, pod, table) if batch is not None else None
             if result is None:
                 per_node.append(plugin)
             else:
+                metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
+                metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name, table.size)
                 mask &= result
         return mask, per_node
 
@@ -499,39 +520,53 @@ class Framework:
         self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo
     ) -> Status | None:
         """run_filter restricted to `plugins` (those without a batch verdict for this pod)."""
+        timed = state.record_plugin_metrics
         for plugin in plugins:
+            metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name)
+            started = time.perf_counter() if timed else 0.0
             try:
                 status = plugin.filter(state, pod, node_info)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            if timed:
+                metrics.observe_plugin(state, metrics.FILTER, plugin.name, status, started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
 
     # ---- reserve / permit ----------------------------------------------------------------
 
+    @metrics.timed_extension_point(metrics.RESERVE)
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.reserve_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = plugin.reserve(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.RESERVE, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
 
+    @metrics.timed_extension_point(metrics.UNRESERVE)
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in reversed(self.reserve_plugins):
+            plugin_started = time.perf_counter()
             plugin.unreserve(state, pod, node_name)
+            metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
+    @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
         pending: dict[str, float] = {}
         for plugin in self.permit_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status, timeout = plugin.permit(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.PERMIT, plugin.name, status, plugin_started)
             if status is None or status.code == Code.SUCCESS:
                 continue
             if status.code == Code.WAIT:
@@ -563,29 +598,36 @@ class Framework:
         waiting = self.handle.waiting_pods.get(pod.uid)
         if waiting is None:
             return None
+        started = time.perf_counter()
         try:
-            return await waiting.future
+            return metrics.observed_permit_wait(await waiting.future, started)
         finally:
             self.handle.waiting_pods.pop(pod.uid, None)
 
     # ---- binding -------------------------------------------------------------------------
 
+    @metrics.timed_async_extension_point(metrics.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.pre_bind_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = await plugin.pre_bind(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.PRE_BIND, plugin.name, status, plugin_started)
             if status is not None and status.code not in (Code.SUCCESS, Code.SKIP):
                 return status.with_plugin(plugin.name)
         return None
 
+    @metrics.timed_async_extension_point(metrics.BIND)
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.bind_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = await plugin.bind(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.BIND, plugin.name, status, plugin_started)
             if status is not None and status.code == Code.SKIP:
                 continue
             if status is not None and status.code != Code.SUCCESS:
@@ -593,9 +635,12 @@ class Framework:
             return None
         return Status(Code.SKIP, ("all bind plugins skipped the pod",))
 
+    @metrics.timed_extension_point(metrics.POST_BIND)
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in self.post_bind_plugins:
+            plugin_started = time.perf_counter()
             plugin.post_bind(state, pod, node_name)
+            metrics.observe_plugin(state, metrics.POST_BIND, plugin.name, None, plugin_started)
 
     def plugin_names(self) -> dict[str, list[str]]:
         """For logs and `explain`: enabled plugins per extension point."""

@@ -30,6 +30,7 @@ from scheduler.framework.types import (
     EventResource,
     QueuedPodInfo,
     QueueingHint,
+    QueueingHintFn,
     Status,
 )
 from scheduler.model.objects import Pod
@@ -44,6 +45,23 @@ FORCE_ACTIVATE_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "For
 POD_ADD_EVENT = "PodAdd"
 POD_UPDATE_EVENT = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate")
 WILDCARD_EVENT = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
+
+
+def _event_label(event: ClusterEvent) -> str:
+    return event.label or f"{event.resource}{event.action.name}"
+
+
+def _run_hint(hint: QueueingHintFn, plugin: str, event: ClusterEvent, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A plugin's queueing hint, timed into scheduler_queueing_hint_execution_duration_seconds."""
+    label = _event_label(event)
+    started = time.perf_counter()
+    try:
+        hint_result = hint(pod, old, new)
+    except Exception:
+        metrics.recorder.observe_queueing_hint_duration(plugin, label, "Error", time.perf_counter() - started)
+        raise
+    metrics.recorder.observe_queueing_hint_duration(plugin, label, hint_result.value, time.perf_counter() - started)
+    return hint_result
 
 
 class Clock(Protocol):
@@ -322,6 +340,7 @@ class PriorityQueue:
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
+        info.was_flushed_from_unschedulable = False
         if error or (not info.unschedulable_plugins and not info.pending_plugins):
             self._push_backoff(info, "ScheduleAttemptFailure")
             queue = BACKOFF_Q
@@ -355,7 +374,7 @@ class PriorityQueue:
                 if registered.hint is None:
                     return True
                 try:
-                    if registered.hint(info.pod, old, new) is QueueingHint.QUEUE:
+                    if _run_hint(registered.hint, plugin, event, info.pod, old, new) is QueueingHint.QUEUE:
                         return True
                 except Exception:
                     return True  # an erroring hint must not strand the pod
@@ -418,6 +437,7 @@ class PriorityQueue:
         ]
         for info in stale:
             del self._unschedulable[info.pod.uid]
+            info.was_flushed_from_unschedulable = True
             self._requeue(info, UNSCHEDULABLE_TIMEOUT_EVENT.label)
         if stale:
             self._update_gauges()
@@ -482,3 +502,23 @@ class PriorityQueue:
                 item.removed = True
                 self._push_active(item.info, FORCE_ACTIVATE_EVENT.label)
         self._update_gauges()
+
+    # ---- what the metrics read at scrape time --------------------------------------------
+
+    def unschedulable_pods_by_plugin(self) -> dict[tuple[str, ...], float]:
+        """scheduler_unschedulable_pods: pods in the unschedulable pool (gated ones included) per
+        rejecting, pending or gating plugin and profile."""
+        counts: dict[tuple[str, ...], float] = {}
+        for info in list(self._unschedulable.values()):
+            for plugin in info.unschedulable_plugins | info.pending_plugins:
+                key = (plugin, info.pod.scheduler_name)
+                counts[key] = counts.get(key, 0.0) + 1
+        return counts
+
+    def in_flight_events(self) -> dict[tuple[str, ...], float]:
+        """scheduler_inflight_events: pods being scheduled ("PodPopped") and the events kept for them."""
+        counts: dict[tuple[str, ...], float] = {(metrics.POD_POPPED_IN_FLIGHT_EVENT,): float(len(self._in_flight))}
+        for event, _, _ in list(self._event_log):
+            key = (_event_label(event),)
+            counts[key] = counts.get(key, 0.0) + 1
+        return counts
