@@ -87,7 +87,8 @@ class Informers:
             metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DELETE, started)
             return
         if pod.node_name:
-            sched.pending_pods.pop(uid, None)
+            if sched.pending_pods.pop(uid, None) is not None:  # kube's unscheduled-pod handler sees a delete
+                metrics.observe_event_handling(UNSCHEDULED_DELETE, started)
             sched.nominator.delete(uid)
             sched.queue.delete(uid)
             if known is None or cache.is_assumed(uid):

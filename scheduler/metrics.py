@@ -40,8 +40,13 @@ ProcessCollector(registry=REGISTRY)
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
-    """component-base's ExponentialBuckets."""
-    return tuple(start * factor**i for i in range(count))
+    """Prometheus' ExponentialBuckets, multiplied step by step as Go does (so the bounds are the
+    same floats, not merely close: start * factor**i rounds differently)."""
+    buckets = []
+    for _ in range(count):
+        buckets.append(start)
+        start *= factor
+    return tuple(buckets)
 
 
 # Percentage of scheduling cycles whose plugin durations are recorded (kube's pluginMetricsSamplePercent).
@@ -71,6 +76,11 @@ POST_BIND = "PostBind"
 BINDING = "binding"
 POD_POPPED_IN_FLIGHT_EVENT = "PodPopped"
 ENTITY_POD = "pod"
+# kube-scheduler 1.37 counts an entity into scheduler_queue_incoming_entities_total only where no
+# queueing strategy chose the queue: a new pod, a forced activation, a finished backoff, a pop from
+# backoffQ (recordIncomingEntitiesMetrics with a nil strategy). Requeues by cluster events and
+# failed attempts count pods only.
+ENTITY_COUNTED_EVENTS = frozenset({"UnscheduledPodAdd", "ForceActivate", "BackoffComplete", "PopFromBackoffQ"})
 
 
 def code_label(status: Any) -> str:
@@ -310,7 +320,7 @@ class _PodEntities(Collector):
             labels=["queue", "event", "type"],
         )
         for sample in _samples(queue_incoming_pods):
-            if sample.name.endswith("_total"):
+            if sample.name.endswith("_total") and sample.labels["event"] in ENTITY_COUNTED_EVENTS:
                 incoming.add_metric([sample.labels["queue"], sample.labels["event"], ENTITY_POD], sample.value)
         yield queued
         yield incoming
@@ -379,17 +389,20 @@ def _status_of(result: Any) -> Any:
     return result if hasattr(result, "code") else None
 
 
-def timed_extension_point(extension_point: str) -> Callable[[Method], Method]:
+def timed_extension_point(extension_point: str, status_label: bool = True) -> Callable[[Method], Method]:
     """Decorates a framework method that runs every plugin of one extension point: observes
     scheduler_framework_extension_point_duration_seconds with the Status it returns and the
-    framework's `profile_name`."""
+    framework's `profile_name`. `status_label=False` writes "Success" whatever the outcome, as
+    kube-scheduler 1.37 does for PreEnqueue (its deferred observation reads a shadowed, always
+    nil status)."""
 
     def decorate(method: Method) -> Method:
         @functools.wraps(method)
         def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             result = method(self, *args, **kwargs)
-            observe_extension_point(extension_point, _status_of(result), self.profile_name, started)
+            status = _status_of(result) if status_label else None
+            observe_extension_point(extension_point, status, self.profile_name, started)
             return result
 
         return cast(Method, timed)

@@ -347,6 +347,7 @@ class Scheduler:
         num_nodes = table.size
         to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
         start = self.next_start_node_index % num_nodes
+        started = time.perf_counter()
         mask, per_node = fw.run_filter_batch(state, pod, table)
         order = table.arange + start
         order[order >= num_nodes] -= num_nodes
@@ -375,6 +376,7 @@ class Scheduler:
                 else:
                     status = fw.run_filter(state, pod, info)
                 self._record_rejection(fw, state, pod, info, status, diagnosis)
+        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
 
@@ -405,6 +407,7 @@ class Scheduler:
             return chosen, diagnosis
         feasible: list[NodeInfo] = []
         processed = 0
+        started = time.perf_counter()
         for i in range(num_nodes):
             node_info = nodes[(start + i) % num_nodes]
             processed += 1
@@ -415,6 +418,7 @@ class Scheduler:
                     break
             else:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
+        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
 

@@ -272,7 +272,7 @@ class Framework:
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
 
-    @metrics.timed_extension_point(metrics.PRE_ENQUEUE)
+    @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for plugin in self.pre_enqueue_plugins:
             status = plugin.pre_enqueue(pod)

@@ -304,6 +304,7 @@ class PriorityQueue:
             return None
         item = heapq.heappop(self._backoff)
         del self._backoff_items[item.info.pod.uid]
+        metrics.queue_incoming_pods.labels(ACTIVE_Q, "PopFromBackoffQ").inc()
         return item.info
 
     def close(self) -> None:
