@@ -70,7 +70,6 @@ CHECKED_VALUES = {
     ("scheduler_event_handling_duration_seconds", "event"),
     ("scheduler_goroutines", "operation"),
     ("rest_client_requests_total", "method"),
-    ("rest_client_requests_total", "code"),
 }
 
 NOT_LABELS = {"le", "quantile"}
