@@ -376,7 +376,7 @@ class Scheduler:
                 else:
                     status = fw.run_filter(state, pod, info)
                 self._record_rejection(fw, state, pod, info, status, diagnosis)
-        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
+        self._filtered(fw, state, started, len(feasible), diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
 
@@ -418,9 +418,15 @@ class Scheduler:
                     break
             else:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
-        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
+        self._filtered(fw, state, started, len(feasible), diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
+
+    @staticmethod
+    def _filtered(fw: Framework, state: CycleState, started: float, feasible: int, diagnosis: Diagnosis) -> None:
+        """The Filter extension point's metrics, once per cycle as kube records them."""
+        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
+        fw.record_filter_evaluations(state, feasible, diagnosis.node_to_status)
 
     def _filter_with_nominated(self, fw: Framework, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """Filter twice when higher-or-equal priority pods are nominated here: with them, then without."""

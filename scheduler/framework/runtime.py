@@ -353,7 +353,6 @@ class Framework:
         for plugin in self.filter_plugins:
             if skip and plugin.name in skip:
                 continue
-            metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name)
             started = time.perf_counter() if timed else 0.0
             try:
                 status = plugin.filter(state, pod, node_info)
@@ -497,6 +496,20 @@ class Framework:
         _timed("Score", self.profile_name, started, None)
         return totals, per_plugin, None
 
+    def record_filter_evaluations(self, state: CycleState, feasible: int, rejected: Mapping[str, Status]) -> None:
+        """scheduler_plugin_evaluation_total for one cycle's Filter, counted as kube's per-node loop
+        calls plugins (each node up to the plugin that rejected it) whichever form ran; once per
+        cycle, as a counter per plugin call would cost more than the call."""
+        stops: dict[str, int] = {}
+        for status in rejected.values():
+            stops[status.plugin] = stops.get(status.plugin, 0) + 1
+        evaluated = feasible
+        for plugin in reversed(self.filter_plugins):
+            if plugin.name not in state.skip_filter_plugins:
+                evaluated += stops.get(plugin.name, 0)
+                if evaluated:
+                    metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name, evaluated)
+
     def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[BoolArray, list[FilterPlugin]]:
         """AND of the batch-capable Filter plugins' masks, and the plugins left to run per node (in order)."""
         mask: BoolArray = np.ones(table.size, np.bool_)
@@ -512,7 +525,6 @@ class Framework:
                 per_node.append(plugin)
             else:
                 metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
-                metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name, table.size)
                 mask &= result
         return mask, per_node
 
@@ -522,7 +534,6 @@ class Framework:
         """run_filter restricted to `plugins` (those without a batch verdict for this pod)."""
         timed = state.record_plugin_metrics
         for plugin in plugins:
-            metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name)
             started = time.perf_counter() if timed else 0.0
             try:
                 status = plugin.filter(state, pod, node_info)

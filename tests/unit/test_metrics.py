@@ -125,24 +125,37 @@ async def test_every_extension_point_kube_times_is_timed() -> None:
         assert sample(count, extension_point=point, status="Success", profile=name) == 1, point
 
 
-def test_plugin_evaluations_count_each_node_at_filter_and_score_and_skip_nothing_else() -> None:
+def test_plugin_evaluations_count_as_kubes_per_node_loop_calls_plugins() -> None:
     fw = framework(
         preFilter=[Pre("Skipper", Status(Code.SKIP)), Pre("Runner")],
-        filter=[Filt("First", rejects={"b"}), Filt("Second", rejects=set())],
+        filter=[Filt("First", rejects={"b"}), Filt("Skipped", rejects=set()), Filt("Second", rejects=set())],
         score=[Scorer("S")],
     )
     state, nodes = CycleState(), [info("a"), info("b"), info("c")]
     fw.run_pre_filter(state, POD, nodes)
-    for node in nodes:
-        fw.run_filter(state, POD, node)
+    state.skip_filter_plugins.add("Skipped")
+    # Two nodes passed every Filter plugin; First rejected the third, so nothing after it saw that one.
+    fw.record_filter_evaluations(state, 2, {"b": Status.unresolvable("no", plugin="First")})
     fw.score_nodes(state, POD, [nodes[0], nodes[2]])
     total = "scheduler_plugin_evaluation_total"
     labels = {"profile": fw.profile_name}
     assert sample(total, plugin="Skipper", extension_point="PreFilter", **labels) == 0
     assert sample(total, plugin="Runner", extension_point="PreFilter", **labels) == 1
     assert sample(total, plugin="First", extension_point="Filter", **labels) == 3
-    assert sample(total, plugin="Second", extension_point="Filter", **labels) == 2  # not after First said no
+    assert sample(total, plugin="Skipped", extension_point="Filter", **labels) == 0
+    assert sample(total, plugin="Second", extension_point="Filter", **labels) == 2
     assert sample(total, plugin="S", extension_point="Score", **labels) == 2
+
+
+async def test_a_cycle_counts_filter_evaluations_whichever_form_ran() -> None:
+    sched, inf = setup()
+    for name, cpu in (("a", "4"), ("small", "1"), ("c", "4")):
+        inf.on_node("ADDED", raw_node(name, cpu=cpu))
+    labels = {"plugin": "NodeResourcesFit", "extension_point": "Filter", "profile": "secondary-scheduler"}
+    before = sample("scheduler_plugin_evaluation_total", **labels)
+    inf.on_pod("ADDED", raw_pod("p", cpu="2"))
+    await run_queue(sched)
+    assert sample("scheduler_plugin_evaluation_total", **labels) == before + 3
 
 
 def test_plugin_durations_only_in_sampled_cycles_and_after_a_flush() -> None:
