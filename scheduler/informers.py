@@ -38,8 +38,8 @@ ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedP
 ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
 ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 # Labels of kube's unscheduled-pod handlers (scheduler_event_handling_duration_seconds only).
-UNSCHEDULED_POD_ADD = "UnscheduledPodAdd"
-UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
+UNSCHEDULED_ADD = "UnscheduledPodAdd"
+UNSCHEDULED_UPDATE = "UnscheduledPodUpdate"
 UNSCHEDULED_DELETE = "UnscheduledPodDelete"
 
 
@@ -102,7 +102,7 @@ class Informers:
             return
         if pod.scheduler_name not in sched.frameworks:
             return
-        label = UNSCHEDULED_POD_UPDATE if uid in sched.pending_pods else UNSCHEDULED_POD_ADD
+        label = UNSCHEDULED_UPDATE if uid in sched.pending_pods else UNSCHEDULED_ADD
         sched.pending_pods[uid] = pod
         sched.nominator.update(pod)
         if cache.is_assumed(uid):
