@@ -40,7 +40,7 @@ ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "Ass
 # Labels of kube's unscheduled-pod handlers (scheduler_event_handling_duration_seconds only).
 UNSCHEDULED_ADD = "UnscheduledPodAdd"
 UNSCHEDULED_UPDATE = "UnscheduledPodUpdate"
-UNSCHEDULED_DELETE = "UnscheduledPodDelete"
+UNSCHEDULED_DEL = "UnscheduledPodDelete"
 
 
 class Informers:
@@ -84,11 +84,12 @@ class Informers:
             if known is not None and not cache.is_assumed(uid):
                 cache.remove_pod(uid)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, known, None)
-            metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DELETE, started)
+            if pod.node_name or pod.scheduler_name in sched.frameworks:  # kube's handlers see only these
+                metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DEL, started)
             return
         if pod.node_name:
             if sched.pending_pods.pop(uid, None) is not None:  # kube's unscheduled-pod handler sees a delete
-                metrics.observe_event_handling(UNSCHEDULED_DELETE, started)
+                metrics.observe_event_handling(UNSCHEDULED_DEL, started)
             sched.nominator.delete(uid)
             sched.queue.delete(uid)
             if known is None or cache.is_assumed(uid):

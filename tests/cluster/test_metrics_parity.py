@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from scheduler import metrics
+from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
 from scheduler.testing.controlplane import ControlPlane
@@ -251,3 +252,24 @@ async def test_leader_election_master_status_follows_the_lease(control_plane: Co
         assert metrics.REGISTRY.get_sample_value(status, {"name": name}) == 0
     finally:
         await client.close()
+
+
+async def test_rest_client_metrics_per_request_against_the_apiserver(control_plane: ControlPlane) -> None:
+    connection = load_connection(str(control_plane.kubeconfig))
+    client = HttpApiClient(connection, component="test")
+    host = connection.host_label
+    missing = f"/api/v1/namespaces/default/pods/absent-{uuid.uuid4().hex[:8]}"
+
+    def value(name: str, **labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = value("rest_client_requests_total", code="404", method="GET", host=host)
+    sizes = value("rest_client_response_size_bytes_sum", verb="GET", host=host)
+    try:
+        with pytest.raises(ApiError):
+            await client.request("GET", missing)
+    finally:
+        await client.close()
+    assert value("rest_client_requests_total", code="404", method="GET", host=host) == before + 1
+    assert value("rest_client_response_size_bytes_sum", verb="GET", host=host) > sizes  # the Status body
+    assert host == f"127.0.0.1:{control_plane.server.rsplit(':', 1)[1]}"

@@ -12,11 +12,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
 from plugins.prioritysort import PrioritySort
 from scheduler import metrics
+from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
+from scheduler.api.http import Connection, HttpApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.cache import Cache, Snapshot
 from scheduler.config import default_config
@@ -26,6 +30,7 @@ from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResul
 from scheduler.informers import Informers
 from scheduler.model.objects import Node, Pod
 from scheduler.schedule_one import Scheduler
+from scheduler.testing.controlplane import free_ports
 
 POD = Pod.from_raw({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec": {"containers": []}})
 
@@ -310,3 +315,33 @@ def test_buckets_are_the_same_floats_as_prometheus_go() -> None:
         step *= 1.5
     assert metrics.plugin_execution_duration._upper_bounds[:-1] == go_buckets
     assert go_buckets != [0.00001 * 1.5**i for i in range(20)]
+
+
+def test_deleting_another_schedulers_pending_pod_is_no_event_of_ours() -> None:
+    _, inf = setup()
+    label = {"event": "UnscheduledPodDelete"}
+    before = sample("scheduler_event_handling_duration_seconds_count", **label)
+    foreign = raw_pod("foreign")
+    foreign["spec"]["schedulerName"] = "default-scheduler"
+    inf.on_pod("DELETED", foreign)
+    # Regression: every deleted unscheduled pod was observed; kube's handler only sees its own.
+    assert sample("scheduler_event_handling_duration_seconds_count", **label) == before
+    inf.on_pod("DELETED", raw_pod("mine"))
+    assert sample("scheduler_event_handling_duration_seconds_count", **label) == before + 1
+
+
+async def test_a_request_that_gets_no_response_counts_as_error_like_client_go() -> None:
+    (port,) = free_ports(1)  # nothing listens there
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    client = HttpApiClient(Connection(configuration), component="test")
+    labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{port}"}
+    try:
+        with pytest.raises(ApiError):
+            await client.request("GET", "/api")
+    finally:
+        await client.close()
+    assert sample("rest_client_requests_total", **labels) == 1
+    duration = {"verb": "GET", "host": f"127.0.0.1:{port}"}
+    assert sample("rest_client_request_duration_seconds_count", **duration) == 1
+    assert sample("rest_client_response_size_bytes_count", **duration) == 0  # no response, no size
