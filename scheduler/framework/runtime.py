@@ -274,8 +274,14 @@ class Framework:
 
     @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        sampled = metrics.should_record_plugin_metrics()  # the queue samples per pod, not per cycle
         for plugin in self.pre_enqueue_plugins:
+            started = time.perf_counter()
             status = plugin.pre_enqueue(pod)
+            if sampled:
+                metrics.recorder.observe_plugin_duration(
+                    metrics.PRE_ENQUEUE, plugin.name, status, time.perf_counter() - started
+                )
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None

@@ -345,3 +345,14 @@ async def test_a_request_that_gets_no_response_counts_as_error_like_client_go() 
     duration = {"verb": "GET", "host": f"127.0.0.1:{port}"}
     assert sample("rest_client_request_duration_seconds_count", **duration) == 1
     assert sample("rest_client_response_size_bytes_count", **duration) == 0  # no response, no size
+
+
+def test_pre_enqueue_plugin_durations_are_sampled_per_pod() -> None:
+    gate = Gate()
+    gate.name = f"Gate{uuid.uuid4().hex[:6]}"
+    fw = framework(preEnqueue=[gate])
+    for _ in range(500):
+        fw.run_pre_enqueue(POD)
+    metrics.recorder.flush()
+    labels = {"plugin": gate.name, "extension_point": "PreEnqueue", "status": "UnschedulableAndUnresolvable"}
+    assert 20 < sample("scheduler_plugin_execution_duration_seconds_count", **labels) < 90  # one in ten
