@@ -333,7 +333,9 @@ class Framework:
             ext = plugin.pre_filter_extensions()
             if ext is None:
                 continue
+            plugin_started = time.perf_counter()
             status = ext.add_pod(state, pod, pod_to_add, node_info)
+            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_ADD_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
@@ -347,7 +349,9 @@ class Framework:
             ext = plugin.pre_filter_extensions()
             if ext is None:
                 continue
+            plugin_started = time.perf_counter()
             status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_REMOVE_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None

@@ -356,3 +356,35 @@ def test_pre_enqueue_plugin_durations_are_sampled_per_pod() -> None:
     metrics.recorder.flush()
     labels = {"plugin": gate.name, "extension_point": "PreEnqueue", "status": "UnschedulableAndUnresolvable"}
     assert 20 < sample("scheduler_plugin_execution_duration_seconds_count", **labels) < 90  # one in ten
+
+
+class Extended:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, None
+
+    def pre_filter_extensions(self) -> Extended:
+        return self
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo) -> Status | None:
+        return None
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo) -> Status | None:
+        return None
+
+
+def test_pre_filter_extension_durations_in_sampled_cycles() -> None:
+    plugin = Extended(f"Ext{uuid.uuid4().hex[:6]}")
+    fw = framework(preFilter=[plugin])
+    state = CycleState()
+    state.record_plugin_metrics = True
+    fw.run_pre_filter_add_pod(state, POD, POD, info("n"))
+    fw.run_pre_filter_remove_pod(state, POD, POD, info("n"))
+    metrics.recorder.flush()
+    for point in ("PreFilterExtensionAddPod", "PreFilterExtensionRemovePod"):
+        labels = {"plugin": plugin.name, "extension_point": point, "status": "Success"}
+        assert sample("scheduler_plugin_execution_duration_seconds_count", **labels) == 1, point
