@@ -507,10 +507,15 @@ class PriorityQueue:
     # ---- what the metrics read at scrape time --------------------------------------------
 
     def unschedulable_pods_by_plugin(self) -> dict[tuple[str, ...], float]:
-        """scheduler_unschedulable_pods: pods in the unschedulable pool (gated ones included) per
-        rejecting, pending or gating plugin and profile."""
+        """scheduler_unschedulable_pods: queued pods (in any sub-queue, gated ones included; not the
+        ones being scheduled) per plugin that rejected, left pending or gated them, and profile."""
         counts: dict[tuple[str, ...], float] = {}
-        for info in list(self._unschedulable.values()):
+        queued = [
+            *self._unschedulable.values(),
+            *(item.info for item in self._backoff_items.values()),
+            *(item.info for item in self._active_items.values()),
+        ]
+        for info in queued:
             for plugin in info.unschedulable_plugins | info.pending_plugins:
                 key = (plugin, info.pod.scheduler_name)
                 counts[key] = counts.get(key, 0.0) + 1

@@ -388,3 +388,19 @@ def test_pre_filter_extension_durations_in_sampled_cycles() -> None:
     for point in ("PreFilterExtensionAddPod", "PreFilterExtensionRemovePod"):
         labels = {"plugin": plugin.name, "extension_point": point, "status": "Success"}
         assert sample("scheduler_plugin_execution_duration_seconds_count", **labels) == 1, point
+
+
+async def test_a_rejected_pod_counts_for_its_plugin_until_it_is_tried_again() -> None:
+    sched, inf = setup()
+    inf.on_node("ADDED", raw_node("small", cpu="1"))
+    inf.on_pod("ADDED", raw_pod("big", cpu="2"))
+    await run_queue(sched)
+    labels = {"plugin": "NodeResourcesFit", "profile": "secondary-scheduler"}
+    assert sample("scheduler_unschedulable_pods", **labels) == 1
+    # A node that fits moves it on (backoffQ or activeQ): kube still counts it until it is popped.
+    inf.on_node("ADDED", raw_node("large", cpu="4"))
+    assert sched.queue.where("uid-big") in ("backoff", "active")
+    assert sample("scheduler_unschedulable_pods", **labels) == 1
+    popped = sched.queue.pop_nowait()
+    assert popped is not None
+    assert sample("scheduler_unschedulable_pods", **labels) == 0
