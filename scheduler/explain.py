@@ -91,7 +91,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
     _, pre_status, _ = fw.run_pre_filter(state, pod, nodes)
     verdicts = [NodeVerdict(n.name, pre_status) for n in nodes]
     if pre_status is None:
-        verdicts = [NodeVerdict(n.name, sched._filter_with_nominated(fw, state, pod, n)) for n in nodes]
+        verdicts = [NodeVerdict(n.name, fw.run_filter_with_nominated(state, pod, n)) for n in nodes]
     feasible = [n for n, v in zip(nodes, verdicts, strict=True) if v.status is None]
     if feasible and fw.run_pre_score(state, pod, feasible) is None:
         totals, per_plugin, status = fw.score_nodes(state, pod, feasible)

@@ -91,10 +91,13 @@ class Informers:
             return
         if pod.scheduler_name not in sched.frameworks:
             return
+        previous = sched.pending_pods.get(uid)
         sched.pending_pods[uid] = pod
-        sched.nominator.update(pod)
         if cache.is_assumed(uid):
-            return  # our binding is in flight; the bound pod will confirm it
+            # Our binding is in flight; the bound pod will confirm it. The assume dropped its
+            # nomination (the cache counts it on its node), so the informer must not re-add it.
+            return
+        sched.nominator.update(previous, pod)
         if pod.deleting:
             sched.queue.delete(uid)
             return
