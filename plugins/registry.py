@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    defaultpreemption,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -33,6 +34,7 @@ IN_TREE = (
     imagelocality,
     podtopologyspread,
     interpodaffinity,
+    defaultpreemption,
 )
 
 

@@ -25,6 +25,11 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         return self.status == 409
 
+    @property
+    def too_many_requests(self) -> bool:
+        """429: for an eviction, a PodDisruptionBudget does not allow it (now)."""
+        return self.status == 429
+
 
 class ApiClient(Protocol):
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -34,7 +39,8 @@ class ApiClient(Protocol):
     async def patch_pod_status(
         self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
     ) -> None:
-        """Merge a PodScheduled condition (and nominatedNodeName) into the pod's status."""
+        """Merge a condition (PodScheduled, DisruptionTarget) and/or nominatedNodeName into the pod's
+        status; a nominated name of "" clears it."""
         ...
 
     async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:

@@ -28,6 +28,8 @@ class FakeApiClient:
 
     bindings: dict[str, str] = field(default_factory=dict)  # pod key -> node
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> PodScheduled
+    # pod key -> condition type -> condition, for every other type (DisruptionTarget)
+    other_conditions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     nominations: dict[str, str] = field(default_factory=dict)
     events: list[RecordedEvent] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -35,6 +37,8 @@ class FakeApiClient:
     # pod key -> ApiError to raise from the next bind of that pod
     bind_errors: dict[str, ApiError] = field(default_factory=dict)
     evict_errors: dict[str, ApiError] = field(default_factory=dict)
+    delete_errors: dict[str, ApiError] = field(default_factory=dict)
+    status_errors: dict[str, ApiError] = field(default_factory=dict)
     closed: bool = False
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -48,8 +52,13 @@ class FakeApiClient:
     async def patch_pod_status(
         self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
     ) -> None:
-        if condition is not None:
+        error = self.status_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
+        if condition is not None and condition.get("type") == "PodScheduled":
             self.conditions[pod.key] = dict(condition)
+        elif condition is not None:
+            self.other_conditions.setdefault(pod.key, {})[condition.get("type", "")] = dict(condition)
         if nominated_node_name is not None:
             self.nominations[pod.key] = nominated_node_name
 
@@ -57,6 +66,9 @@ class FakeApiClient:
         self.events.append(RecordedEvent(pod.key, event_type, reason, action, message))
 
     async def delete_pod(self, pod: Pod) -> None:
+        error = self.delete_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
         self.deleted.append(pod.key)
 
     async def evict_pod(self, pod: Pod) -> None:
