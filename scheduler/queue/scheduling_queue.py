@@ -470,10 +470,14 @@ class PriorityQueue:
         self._update_gauges()
 
     def activate(self, uids: Iterable[str]) -> None:
-        """Move the given pods to activeQ now (plugins ask for this through the handle)."""
+        """Move the given pods to activeQ now (plugins ask for this through the handle).
+
+        Gated pods go through PreEnqueue again, as kube-scheduler's activate does: a plugin that
+        gated a pod (DefaultPreemption while its preemption runs) activates it once it would pass.
+        """
         for uid in uids:
             info = self._unschedulable.get(uid)
-            if info is not None and not info.gated:
+            if info is not None:
                 del self._unschedulable[uid]
                 self._push_active(info, FORCE_ACTIVATE_EVENT.label)
                 continue
