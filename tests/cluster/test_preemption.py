@@ -59,7 +59,7 @@ def priority_classes(k8s: Any) -> Iterator[dict[str, str]]:
 
 def running_pod(core: Any, namespace: str, name: str, node: str, cpu: str, priority_class: str) -> None:
     """A pod placed by hand (spec.nodeName), Running once kwok sees it."""
-    pod = make_pod(name, "nobody", cpu=cpu, priority_class=priority_class)
+    pod: Any = make_pod(name, "nobody", cpu=cpu, priority_class=priority_class)
     pod.spec.node_name = node
     pod.spec.termination_grace_period_seconds = 0
     core.create_namespaced_pod(namespace, pod)
@@ -87,7 +87,7 @@ def protect(k8s: Any, namespace: str, app: str) -> None:
     )
 
     def observed() -> bool:
-        pdb = policy.read_namespaced_pod_disruption_budget(f"protect-{app}", namespace)
+        pdb: Any = policy.read_namespaced_pod_disruption_budget(f"protect-{app}", namespace)
         status = pdb.status
         return bool(status and status.observed_generation == pdb.metadata.generation and status.current_healthy == 1)
 
