@@ -5,7 +5,6 @@ disruption controller, victims removed through the Eviction API (kwok completes 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +26,6 @@ from tests.cluster.conftest import NodeFactory
 pytestmark = pytest.mark.cluster
 
 CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
-PRIORITIES = {"low": 5, "mid": 10, "high": 100}
-
-
-@pytest.fixture(scope="module")
-def disruption_controller(control_plane: ControlPlane) -> Iterator[None]:
-    """kube-controller-manager with only the disruption controller: it keeps PDB status."""
-    manager = control_plane.start_kube_controller_manager("disruption-controller")
-    try:
-        yield
-    finally:
-        control_plane.stop_process(manager)
-
-
-@pytest.fixture(scope="module")
-def priority_classes(k8s: Any) -> Iterator[dict[str, str]]:
-    """PriorityClasses low/mid/high (5/10/100), unique per module run; deleted afterwards."""
-    api = k8s_client.SchedulingV1Api(k8s)
-    suffix = uuid.uuid4().hex[:6]
-    names = {level: f"{level}-{suffix}" for level in PRIORITIES}
-    for level, name in names.items():
-        api.create_priority_class(
-            k8s_client.V1PriorityClass(metadata=k8s_client.V1ObjectMeta(name=name), value=PRIORITIES[level])
-        )
-    try:
-        yield names
-    finally:
-        for name in names.values():
-            api.delete_priority_class(name)
 
 
 def running_pod(core: Any, namespace: str, name: str, node: str, cpu: str, priority_class: str) -> None:

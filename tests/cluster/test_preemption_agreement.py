@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from kubernetes import client as k8s_client
 
 from scheduler.testing.controlplane import ControlPlane
 from scheduler.testing.workload import make_node, make_pod, pod_events, running_scheduler, wait_for
-from tests.cluster.test_preemption import PRIORITIES, protect, running_pod
+from tests.cluster.test_preemption import protect, running_pod
 
 pytestmark = pytest.mark.cluster
 
@@ -63,31 +62,6 @@ class Outcome:
     node: str
     survivors: frozenset[str]
     message: str
-
-
-@pytest.fixture(scope="module")
-def classes(k8s: Any) -> Iterator[dict[str, str]]:
-    api = k8s_client.SchedulingV1Api(k8s)
-    suffix = uuid.uuid4().hex[:6]
-    names = {level: f"cmp-{level}-{suffix}" for level in PRIORITIES}
-    for level, name in names.items():
-        api.create_priority_class(
-            k8s_client.V1PriorityClass(metadata=k8s_client.V1ObjectMeta(name=name), value=PRIORITIES[level])
-        )
-    try:
-        yield names
-    finally:
-        for name in names.values():
-            api.delete_priority_class(name)
-
-
-@pytest.fixture(scope="module")
-def disruption(control_plane: ControlPlane) -> Iterator[None]:
-    manager = control_plane.start_kube_controller_manager("disruption-controller")
-    try:
-        yield
-    finally:
-        control_plane.stop_process(manager)
 
 
 def build(core: Any, k8s: Any, scenario: Scenario, prefix: str, classes: dict[str, str]) -> tuple[str, dict[str, str]]:
@@ -134,24 +108,24 @@ def test_preemption_agrees_with_kube_scheduler(
     control_plane: ControlPlane,
     k8s: Any,
     core: Any,
-    classes: dict[str, str],
-    disruption: None,
+    priority_classes: dict[str, str],
+    disruption_controller: None,
     scenario: Scenario,
     tmp_path: Path,
 ) -> None:
     results: dict[str, Outcome] = {}
     kube_name, our_name = f"kube-{uuid.uuid4().hex[:6]}", f"ours-{uuid.uuid4().hex[:6]}"
-    namespace, roles = build(core, k8s, scenario, "kube", classes)
+    namespace, roles = build(core, k8s, scenario, "kube", priority_classes)
     kube = control_plane.start_kube_scheduler(kube_name)
     try:
         core.create_namespaced_pod(
-            namespace, make_pod("vip", kube_name, cpu=scenario.preemptor_cpu, priority_class=classes["high"])
+            namespace, make_pod("vip", kube_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"])
         )
         results["kube"] = outcome(core, namespace, roles)
     finally:
         control_plane.stop_process(kube)
         teardown(core, namespace, roles)
-    namespace, roles = build(core, k8s, scenario, "ours", classes)
+    namespace, roles = build(core, k8s, scenario, "ours", priority_classes)
     config = tmp_path / "config.yaml"
     profile = {
         "schedulerName": our_name,
@@ -169,7 +143,8 @@ def test_preemption_agrees_with_kube_scheduler(
     try:
         with running_scheduler(control_plane, our_name, config=config):
             core.create_namespaced_pod(
-                namespace, make_pod("vip", our_name, cpu=scenario.preemptor_cpu, priority_class=classes["high"])
+                namespace,
+                make_pod("vip", our_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"]),
             )
             results["ours"] = outcome(core, namespace, roles)
     finally:
