@@ -468,3 +468,160 @@ def test_each_selection_rule(rule: str, candidates: list[Any], expected: str) ->
         # The rule decides, not the order the candidates came in.
         best = select_candidate(list(reversed(candidates)))
         assert best is not None and best.node == expected
+
+
+# ---- PostFilter as a whole (TestPostFilter) ----------------------------------------------------
+
+ONE_POD = {"pods": "1"}
+NODE_RES = {"cpu": "200m", "memory": "400", "pods": "110"}
+UNSCHEDULABLE = Status.unschedulable()
+UNRESOLVABLE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+VIOLATING = {"test.kubernetes.io/is-violating-pdb": "violating"}
+NON_VIOLATING = {"test.kubernetes.io/is-violating-pdb": "non-violating"}
+
+
+def on(name: str, node: str, priority: int = 0, labels: dict[str, str] | None = None) -> PodBuilder:
+    pod = make_pod(name).uid(name).node(node).priority(priority)
+    for key, value in (labels or {}).items():
+        pod.label(key, value)
+    return pod
+
+
+POST_FILTER_CASES = [
+    (
+        "pod with higher priority can be made schedulable",
+        make_pod("p").uid("p").priority(HIGH),
+        [on("p1", "node1")],
+        {"node1": ONE_POD},
+        {"node1": UNSCHEDULABLE},
+        [],
+        ("node1", Code.SUCCESS, "preemption: found a potential placement for pod on node node1, preempting 1 victims"),
+    ),
+    (
+        "pod with tied priority is still unschedulable",
+        make_pod("p").uid("p"),
+        [on("p1", "node1")],
+        {"node1": ONE_POD},
+        {"node1": UNSCHEDULABLE},
+        [],
+        (
+            "",
+            Code.UNSCHEDULABLE,
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.",
+        ),
+    ),
+    (
+        "preemption should respect filteredNodesStatuses",
+        make_pod("p").uid("p").priority(HIGH),
+        [on("p1", "node1")],
+        {"node1": ONE_POD},
+        {"node1": UNRESOLVABLE},
+        [],
+        ("", Code.UNSCHEDULABLE, "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
+    ),
+    (
+        "preemption should respect absent NodeToStatusReader entry meaning UnschedulableAndUnresolvable",
+        make_pod("p").uid("p").priority(HIGH),
+        [on("p1", "node1")],
+        {"node1": ONE_POD},
+        {},
+        [],
+        ("", Code.UNSCHEDULABLE, "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
+    ),
+    (
+        "pod can be made schedulable on one node",
+        make_pod("p").uid("p").priority(MID),
+        [on("p1", "node1", HIGH), on("p2", "node2", LOW)],
+        {"node1": ONE_POD, "node2": ONE_POD},
+        {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE},
+        [],
+        ("node2", Code.SUCCESS, "preemption: found a potential placement for pod on node node2, preempting 1 victims"),
+    ),
+    (
+        "pod can be made schedulable on minHighestPriority node",
+        make_pod("p").uid("p").priority(VERY_HIGH),
+        [on("p1", "node1", HIGH, NON_VIOLATING), on("p2", "node1", LOW, VIOLATING), on("p3", "node2", MID, VIOLATING)],
+        {"node1": ONE_POD, "node2": ONE_POD},
+        {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE},
+        [(0, VIOLATING), (2**31 - 1, NON_VIOLATING)],
+        ("node2", Code.SUCCESS, "preemption: found a potential placement for pod on node node2, preempting 1 victims"),
+    ),
+    (
+        "no candidate nodes found, no enough resource after removing low priority pods",
+        make_pod("p").uid("p").priority(HIGH).req(LARGE),
+        [on("p1", "node1"), on("p2", "node2")],
+        {"node1": NODE_RES, "node2": NODE_RES},
+        {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE},
+        [],
+        ("", Code.UNSCHEDULABLE, "preemption: 0/2 nodes are available: 2 Insufficient cpu."),
+    ),
+    (
+        "no candidate nodes found with mixed reasons, no lower priority pod and no enough CPU resource",
+        make_pod("p").uid("p").priority(HIGH).req(LARGE),
+        [on("p1", "node1", HIGH), on("p2", "node2"), on("p3", "node3", HIGH)],
+        {"node1": ONE_POD, "node2": NODE_RES, "node3": ONE_POD},
+        {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE, "node3": UNSCHEDULABLE},
+        [],
+        (
+            "",
+            Code.UNSCHEDULABLE,
+            "preemption: 0/3 nodes are available: 1 Insufficient cpu, 2 No preemption victims found for incoming pod.",
+        ),
+    ),
+    (
+        "no candidate nodes found with mixed reason, 2 UnschedulableAndUnresolvable nodes and 2 nodes don't have "
+        "enough CPU resource",
+        make_pod("p").uid("p").priority(HIGH).req(LARGE),
+        [on("p1", "node1"), on("p2", "node2")],
+        {"node1": NODE_RES, "node2": NODE_RES, "node3": NODE_RES, "node4": NODE_RES},
+        {"node1": UNSCHEDULABLE, "node2": UNSCHEDULABLE, "node4": UNRESOLVABLE},
+        [],
+        (
+            "",
+            Code.UNSCHEDULABLE,
+            "preemption: 0/4 nodes are available: 2 Insufficient cpu, 2 Preemption is not helpful for scheduling.",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "preemptor", "pods", "nodes", "statuses", "budgets", "expected"),
+    POST_FILTER_CASES,
+    ids=[c[0] for c in POST_FILTER_CASES],
+)
+async def test_post_filter(
+    name: str,
+    preemptor: PodBuilder,
+    pods: list[PodBuilder],
+    nodes: dict[str, dict[str, str]],
+    statuses: dict[str, Status],
+    budgets: list[tuple[int, dict[str, str]]],
+    expected: tuple[str, Code, str],
+) -> None:
+    from scheduler.framework.types import NodeToStatus
+
+    built = [p.obj() for p in pods]
+    infos = [node_info(make_node(n).capacity(res), *[p for p in built if p.node_name == n]) for n, res in nodes.items()]
+    fw, plugin = framework(infos)
+    for i, (allowed, labels) in enumerate(budgets):
+        fw.handle.pdbs.upsert(
+            PodDisruptionBudget.from_raw(
+                {
+                    "metadata": {"name": f"pdb{i}", "namespace": "default"},
+                    "spec": {"selector": {"matchLabels": labels}},
+                    "status": {"disruptionsAllowed": allowed},
+                }
+            )
+        )
+    started: list[Any] = []
+    fw.handle.spawn = started.append
+    pod = preemptor.spec(schedulerName=PROFILE).obj()
+    state = prefiltered(fw, pod, infos)
+    nominated, status = plugin.post_filter(state, pod, NodeToStatus(statuses, UNRESOLVABLE))
+    assert status is not None
+    assert (nominated, status.code, status.message) == expected
+    # The preemption's API calls run off the cycle, only when there is a victim to remove.
+    assert len(started) == (1 if status.code == Code.SUCCESS else 0)
+    for coro in started:
+        await coro
