@@ -243,3 +243,18 @@ async def test_a_terminating_victim_on_the_nominated_node_blocks_more_preemption
     assert client.conditions["ns/vip"]["message"].endswith(
         "preemption: not eligible due to a terminating pod on the nominated node."
     )
+
+
+def test_pdb_informer_keeps_the_handle_lister_current() -> None:
+    sched, inf, _ = with_removal("evict")
+    lister = sched.frameworks[NAME].handle.pdbs
+    inf.on_pdb("ADDED", pdb("a", 1, {"app": "x"}))
+    (only,) = lister.list()
+    assert (only.key, only.disruptions_allowed) == ("ns/a", 1)
+    bad = pdb("a", 0, {"app": "x"})
+    bad["status"]["disruptionsAllowed"] = "many"
+    inf.on_pdb("MODIFIED", bad)  # unparseable: dropped rather than trusted
+    assert lister.list() == []
+    inf.on_pdb("ADDED", pdb("a", 2, {"app": "x"}))
+    inf.on_pdb("DELETED", pdb("a", 2, {"app": "x"}))
+    assert lister.list() == []
