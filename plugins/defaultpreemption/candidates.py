@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from plugins.defaultpreemption.victims import NodeVictims, select_victims_on_node
+from plugins.defaultpreemption.victims import NO_VICTIMS, NodeVictims, has_lower_priority_pod, select_victims_on_node
 from scheduler.framework.interface import PreemptionFramework
 from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod, PodDisruptionBudget
@@ -46,6 +46,10 @@ def dry_run(
     count = len(potential_nodes)
     for i in range(count):
         node_info = potential_nodes[(offset + i) % count]
+        if not has_lower_priority_pod(node_info, preemptor):
+            # The common case in a full cluster of peers: answer before cloning anything.
+            statuses[node_info.name] = Status.unresolvable(NO_VICTIMS)
+            continue
         victims, status = select_victims_on_node(fw, state.clone(), preemptor, node_info.clone(), pdbs, refused)
         if status is None and victims is not None and victims.pods:
             found = Candidate(node_info.name, victims)

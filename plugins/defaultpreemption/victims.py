@@ -82,6 +82,11 @@ def split_by_pdb_violation(
     return violating, non_violating
 
 
+def has_lower_priority_pod(node_info: NodeInfo, preemptor: Pod) -> bool:
+    priority = preemptor.priority
+    return any(p.priority < priority for p in node_info.pods.values())
+
+
 def select_victims_on_node(
     fw: PreemptionFramework,
     state: CycleState,
