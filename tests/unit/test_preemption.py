@@ -258,3 +258,22 @@ def test_pdb_informer_keeps_the_handle_lister_current() -> None:
     inf.on_pdb("ADDED", pdb("a", 2, {"app": "x"}))
     inf.on_pdb("DELETED", pdb("a", 2, {"app": "x"}))
     assert lister.list() == []
+
+
+async def test_a_victim_waiting_at_permit_is_rejected_in_memory() -> None:
+    from scheduler.framework.runtime import WaitingPod
+    from scheduler.model.objects import Pod
+
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    handle = sched.frameworks[NAME].handle
+    low = Pod.from_raw(victims["low"])
+    waiting = WaitingPod(low, {"Gate": 60.0})
+    handle.waiting_pods[low.uid] = waiting
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.deleted == [] and client.evicted == []
+    status = waiting.future.result()
+    assert status is not None and status.plugin == "DefaultPreemption" and status.message == "preempted"
+    (event,) = [e for e in client.events if e.reason == "Preempted"]
+    assert event.message == "Preempted by pod uid-vip on node n2 (in kube-scheduler memory)."
