@@ -140,10 +140,12 @@ async def test_refused_eviction_makes_the_next_attempt_take_the_next_best_candid
     sched, inf, client = with_removal("evict")
     two_full_nodes(inf)
     client.evict_errors["ns/low"] = TOO_MANY  # the informer has not seen this budget yet
+    errors = metrics.preemption_goroutines_execution.labels("error")._value.get()
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     assert client.evicted == []
     assert client.nominations == {"ns/vip": "n2"}
+    assert metrics.preemption_goroutines_execution.labels("error")._value.get() == errors + 1
     # The failed preemption activated the preemptor; its retry avoids the refused victim.
     await run_queue(sched)
     assert client.evicted == ["ns/mid"]
