@@ -116,7 +116,7 @@ async def test_evict_mode_never_chooses_victims_a_budget_protects() -> None:
     inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
-    # Upstream would take n2 (lower victim); its victim is protected, so n1's is evicted instead.
+    # n2's victim (the lower one) is protected: n1's is evicted instead (upstream too: fewer violations).
     assert client.evicted == ["ns/mid"]
     assert client.nominations == {"ns/vip": "n1"}
 
