@@ -22,6 +22,7 @@ from scheduler.framework.interface import (
     NamespaceLister,
     PermitPlugin,
     Plugin,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -50,7 +51,6 @@ from scheduler.framework.types import (
     plugin_list,
 )
 from scheduler.model.objects import Pod, PodDisruptionBudget
-from scheduler.nominator import Nominator
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
@@ -193,6 +193,11 @@ def _spawn_detached(coro: Coroutine[Any, Any, None]) -> None:
 _DETACHED: set[asyncio.Future[None]] = set()
 
 
+class _NoNominations:
+    def pods_for_node(self, node_name: str) -> list[Pod]:
+        return []
+
+
 class FrameworkHandle:
     """What plugins get: listers over the current snapshot, the api client, waiting pods."""
 
@@ -212,7 +217,7 @@ class FrameworkHandle:
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
         self.spawn: Callable[[Coroutine[Any, Any, None]], None] = _spawn_detached
         # The scheduler shares its nominator here; every profile's framework registers itself.
-        self.nominator: Nominator = Nominator()
+        self.nominator: PodNominator = _NoNominations()
         self.frameworks: dict[str, Framework] = {}
 
     @property
