@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    defaultpreemption,
     dynamicresources,
     imagelocality,
     interpodaffinity,
@@ -39,6 +40,7 @@ IN_TREE = (
     nodedeclaredfeatures,
     dynamicresources,
     volumeclaimguard,
+    defaultpreemption,
 )
 
 

@@ -1,7 +1,8 @@
 """Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
 kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
-written onto watched objects; event posting is off; no peering); the pod and node streams, whose
+written onto watched objects; event posting is off; no peering), and of PodDisruptionBudgets
+for preemption; the pod and node streams, whose
 volume grows with the scheduling rate and the cluster size (node heartbeats), go through the lean
 Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
@@ -140,6 +141,10 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
 
+    @kopf.on.event("policy", "v1", "poddisruptionbudgets", registry=registry)
+    async def pdb_event(event: Mapping[str, Any], **_: Any) -> None:
+        informers.on_pdb(event.get("type"), event["object"])
+
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
 
@@ -176,6 +181,8 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
             informers.on_workload(api_version, kind, "ADDED", item)
+    for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
+        informers.on_pdb("ADDED", item)
     await nodes.list()
     # Scheduling starts only after this returns, so the order pods arrive in does not matter.
     await pods.list()

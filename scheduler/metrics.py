@@ -207,6 +207,20 @@ permit_wait_duration = Histogram(
     buckets=exponential_buckets(0.001, 2, 15),
     registry=REGISTRY,
 )
+# Asynchronous preemption (SchedulerAsyncPreemption, on by default since 1.33).
+preemption_goroutines_duration = Histogram(
+    "scheduler_preemption_goroutines_duration_seconds",
+    "Duration in seconds for running goroutines for the preemption.",
+    ["result"],
+    buckets=exponential_buckets(0.01, 2, 20),
+    registry=REGISTRY,
+)
+preemption_goroutines_execution = Counter(
+    "scheduler_preemption_goroutines_execution",
+    "Number of preemption goroutines executed.",
+    ["result"],
+    registry=REGISTRY,
+)
 cache_size = Gauge(
     "scheduler_cache_size",
     "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",

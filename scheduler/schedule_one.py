@@ -176,6 +176,8 @@ class Scheduler:
         for fw in self.frameworks.values():
             fw.handle.snapshot = self.snapshot
             fw.handle.activate = self.queue.activate
+            fw.handle.spawn = self.spawn
+            fw.handle.nominator = self.nominator
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -187,6 +189,8 @@ class Scheduler:
         self.recorders: dict[str, EventRecorder] = {
             name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
         }
+        for fw in self.frameworks.values():
+            fw.handle.recorders = self.recorders
         self._status_reports: dict[str, _StatusReport] = {}
         self._status_failures = Repeats()
 
@@ -230,13 +234,14 @@ class Scheduler:
         try:
             result = self.schedule_pod(fw, state, pod)
         except FitError as fit_error:
-            nominated: str | None = None
+            # Without PostFilter plugins a stale nomination is cleared, as kube-scheduler does.
+            nominated: str | None = ""
             if fw.post_filter_plugins:
-                nominated, post_status = fw.run_post_filter(state, pod, fit_error.diagnosis.node_to_status)
-                if post_status is not None and post_status.code == Code.ERROR:
-                    log.error("postfilter failed", pod=pod.key, error=post_status.message)
-                elif post_status is not None and post_status.reasons:
+                nominated, post_status = fw.run_post_filter(state, pod, fit_error.diagnosis.node_statuses())
+                if post_status is not None:
                     fit_error.diagnosis.post_filter_msg = post_status.message
+                    if post_status.code == Code.ERROR:
+                        log.error("postfilter failed", pod=pod.key, error=post_status.message)
             metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "unschedulable", started)
             self.handle_failure(
@@ -263,6 +268,8 @@ class Scheduler:
             self._observe(fw, "error", started)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
+        # The assumed pod counts on its node now; as a nominated pod it would count twice.
+        self.nominator.delete(pod.uid)
         host = result.suggested_host
         status = fw.run_reserve(state, assumed, host)
         if status is None:
@@ -325,7 +332,7 @@ class Scheduler:
             fits_nominated = (
                 node_info is not None
                 and node_info.node is not None
-                and self._filter_with_nominated(fw, state, pod, node_info) is None
+                and fw.run_filter_with_nominated(state, pod, node_info) is None
             )
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis
@@ -411,7 +418,7 @@ class Scheduler:
         for i in range(num_nodes):
             node_info = nodes[(start + i) % num_nodes]
             processed += 1
-            node_status = self._filter_with_nominated(fw, state, pod, node_info)
+            node_status = fw.run_filter_with_nominated(state, pod, node_info)
             if node_status is None:
                 feasible.append(node_info)
                 if len(feasible) >= to_find:
@@ -427,28 +434,6 @@ class Scheduler:
         """The Filter extension point's metrics, once per cycle as kube records them."""
         metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
         fw.record_filter_evaluations(state, feasible, diagnosis.node_to_status)
-
-    def _filter_with_nominated(self, fw: Framework, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """Filter twice when higher-or-equal priority pods are nominated here: with them, then without."""
-        nominated = (
-            [p for p in self.nominator.pods_for_node(node_info.name) if p.uid != pod.uid and p.priority >= pod.priority]
-            if self.nominator
-            else []
-        )
-        if not nominated:
-            return fw.run_filter(state, pod, node_info)
-        with_pods = node_info.clone()
-        state_with = state.clone()
-        for other in nominated:
-            placed = dataclasses.replace(other, node_name=node_info.name)
-            with_pods.add_pod(placed)
-            add_status = fw.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
-            if add_status is not None:
-                return add_status
-        status = fw.run_filter(state_with, pod, with_pods)
-        if status is not None:
-            return status
-        return fw.run_filter(state, pod, node_info)
 
     def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
         """Weighted total score per node (aligned with `nodes`)."""

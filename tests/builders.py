@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api.fake import FakeApiClient
@@ -66,6 +67,11 @@ class PodBuilder:
 
     def nominated_node(self, name: str) -> PodBuilder:
         self.raw["status"]["nominatedNodeName"] = name
+        return self
+
+    def start_time(self, seconds: int) -> PodBuilder:
+        """status.startTime, this many seconds after the epoch."""
+        self.raw["status"]["startTime"] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self
 
     def phase(self, phase: str) -> PodBuilder:

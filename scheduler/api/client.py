@@ -25,6 +25,11 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         return self.status == 409
 
+    @property
+    def too_many_requests(self) -> bool:
+        """429: for an eviction, a PodDisruptionBudget does not allow it (now)."""
+        return self.status == 429
+
 
 class ApiClient(Protocol):
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -39,7 +44,7 @@ class ApiClient(Protocol):
         *,
         resource_version: str | None = None,
     ) -> Mapping[str, Any] | None:
-        """Strategic-merge a PodScheduled condition and/or nominatedNodeName ("" clears it) into the
+        """Strategic-merge a condition (PodScheduled, DisruptionTarget) and/or nominatedNodeName ("" clears it) into the
         pod's status, preconditioned on its UID and, when given, on `resource_version` (409 Conflict
         when the pod changed since: a stale report never overwrites a later bind). Returns the pod
         as the apiserver wrote it (None when there was nothing to send)."""

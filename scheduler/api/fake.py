@@ -48,6 +48,8 @@ class FakeApiClient:
     events: list[RecordedEvent] = field(default_factory=list)  # every created Event
     stored_events: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> Event (with series)
     event_writes: int = 0  # creates and patches that reached the fake (accepted or not)
+    # pod key -> condition type -> condition, for every other type (DisruptionTarget)
+    other_conditions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
     # pod key -> ApiError to raise from the next bind of that pod
@@ -58,6 +60,8 @@ class FakeApiClient:
     refuse_events: ApiError | None = None
     event_gate: asyncio.Event | None = None
     patch_gate: asyncio.Event | None = None
+    delete_errors: dict[str, ApiError] = field(default_factory=dict)
+    status_errors: dict[str, ApiError] = field(default_factory=dict)
     closed: bool = False
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -82,12 +86,18 @@ class FakeApiClient:
         errors = self.patch_errors.get(pod.key)
         if errors:
             raise errors.pop(0)
+        error = self.status_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
         recorded = dict(condition) if condition is not None else None
         self.status_patches.append(StatusPatch(pod.key, recorded, nominated_node_name, resource_version))
         self.writes.append(("status", pod.key))
         status = dict(pod.raw.get("status") or {})
-        if condition is not None:
+        if condition is not None and condition.get("type") == "PodScheduled":
             self.conditions[pod.key] = dict(condition)
+        elif condition is not None:
+            self.other_conditions.setdefault(pod.key, {})[condition.get("type", "")] = dict(condition)
+        if condition is not None:
             others = [c for c in status.get("conditions") or () if c.get("type") != condition.get("type")]
             status["conditions"] = [*others, dict(condition)]
         if nominated_node_name is not None:
@@ -132,6 +142,9 @@ class FakeApiClient:
         self.stored_events[key] = {**self.stored_events[key], **patch}
 
     async def delete_pod(self, pod: Pod) -> None:
+        error = self.delete_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
         self.deleted.append(pod.key)
 
     async def evict_pod(self, pod: Pod) -> None:

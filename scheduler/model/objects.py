@@ -321,3 +321,35 @@ class Node:
             raw=raw,
             declared_features=tuple(status.get("declaredFeatures") or ()),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """What preemption needs of a policy/v1 PodDisruptionBudget (spec.selector stays raw)."""
+
+    namespace: str
+    name: str
+    selector: Raw | None
+    disruptions_allowed: int
+    # Pods whose eviction the apiserver already admitted (status.disruptedPods): not counted again.
+    disrupted_pods: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_raw(cls, raw: Raw) -> PodDisruptionBudget:
+        meta = raw.get("metadata") or {}
+        status = raw.get("status") or {}
+        allowed = status.get("disruptionsAllowed") or 0
+        if not isinstance(allowed, int):
+            key = f"poddisruptionbudget {meta.get('namespace', '')}/{meta.get('name', '')}"
+            raise InvalidObject(f"{key}: status.disruptionsAllowed: {allowed!r} is not an integer")
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            selector=(raw.get("spec") or {}).get("selector"),
+            disruptions_allowed=allowed,
+            disrupted_pods=frozenset(status.get("disruptedPods") or ()),
+        )

@@ -42,8 +42,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "scheduler_batch_rescore_duration_seconds": "no OpportunisticBatching (no rescoring of a cached batch)",
     "scheduler_get_node_hint_duration_seconds": "no OpportunisticBatching (no node hints)",
     "scheduler_store_schedule_results_duration_seconds": "no OpportunisticBatching (no stored results)",
-    "scheduler_preemption_goroutines_duration_seconds": "no asynchronous preemption (no DefaultPreemption yet)",
-    "scheduler_preemption_goroutines_execution_total": "no asynchronous preemption (no DefaultPreemption yet)",
     "scheduler_volume_binder_cache_requests_total": "no VolumeBinding plugin yet (no binder cache)",
     "scheduler_volume_scheduling_stage_error_total": "no VolumeBinding plugin yet",
     "rest_client_rate_limiter_duration_seconds": "no client-side rate limiter: requests are never delayed",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -20,14 +20,18 @@ from scheduler.api.events import EventBroadcaster
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
-from scheduler.framework.types import CycleState, Status
+from scheduler.framework.types import CycleState, NodeToStatus, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import ASSIGNED_POD_DELETE, Scheduler, pod_scheduled_condition
 
 NAME = "secondary-scheduler"
 FORBIDDEN = ApiError(403, 'events.events.k8s.io is forbidden: User "sched" cannot create resource', "Forbidden")
-UNFIT = "0/1 nodes are available: 1 Insufficient cpu."
+# kube-scheduler 1.37's message: the Filter part, then DefaultPreemption's PostFilter part.
+UNFIT = (
+    "0/1 nodes are available: 1 Insufficient cpu. "
+    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+)
 
 
 def raw_node(name: str, cpu: str = "1") -> dict[str, Any]:
@@ -350,14 +354,15 @@ class NominatesNothing:
     name = "NominatesNothing"
 
     def post_filter(
-        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_to_status: NodeToStatus
     ) -> tuple[str | None, Status | None]:
         return None, Status.unschedulable("preemption: 0/1 nodes are available: 1 No preemption victims found.")
 
 
 async def test_post_filter_that_nominates_nothing_keeps_the_nomination() -> None:
     sched, inf, client = setup()
-    sched.frameworks[NAME].post_filter_plugins.append(NominatesNothing())
+    # Alone: DefaultPreemption clears the nomination when it finds no candidate, as upstream does.
+    sched.frameworks[NAME].post_filter_plugins[:] = [NominatesNothing()]
     inf.on_node("ADDED", raw_node("n"))
     inf.on_pod("ADDED", raw_pod(status={"nominatedNodeName": "n"}))
     await run_queue(sched)

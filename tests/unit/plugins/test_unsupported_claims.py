@@ -113,12 +113,14 @@ def test_volume_claim_guard_skips_pods_without_claims() -> None:
         (
             {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
             '0/2 nodes are available: pod has resource claims (spec.resourceClaims: "gpu"), '
-            "but this scheduler does not implement DynamicResources (DRA) yet.",
+            "but this scheduler does not implement DynamicResources (DRA) yet. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         ),
         (
             {"volumes": [PVC]},
             '0/2 nodes are available: pod uses persistentvolumeclaim "data-claim", '
-            "but this scheduler does not implement volume binding (VolumeBinding) yet.",
+            "but this scheduler does not implement volume binding (VolumeBinding) yet. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         ),
     ],
 )
