@@ -13,7 +13,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.types import CycleState, FitError, QueuedPodInfo, Status
 from scheduler.model.objects import Pod
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ async def binding_cycle(
             status = await fw.run_bind(state, assumed, host)
         if status is not None:
             metrics.binding_errors.labels(point).inc()
-            _undo(sched, fw, state, info, assumed, host, status)
+            _undo(sched, fw, state, info, assumed, host, status, waiting_rejected=point == "WaitOnPermit")
             result = "unschedulable" if status.is_rejection else "error"
             metrics.schedule_attempts.labels(result, fw.profile_name).inc()
             metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
@@ -76,6 +76,7 @@ def _undo(
     assumed: Pod,
     host: str,
     status: Status,
+    waiting_rejected: bool = False,
 ) -> None:
     fw.run_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
@@ -83,5 +84,7 @@ def _undo(
 
     sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
-    rejected_by = status.plugin if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE) else ""
-    sched.handle_failure(fw, info, status, None, None, rejected_by=rejected_by)
+    # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod
+    # unschedulable); a rejecting PreBind/Bind status is reported as it is, with no rejecting plugin.
+    fit_error = FitError.single_node(assumed, host, status) if waiting_rejected and status.is_rejection else None
+    sched.handle_failure(fw, info, status, fit_error, None)

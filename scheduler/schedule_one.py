@@ -161,14 +161,15 @@ class Scheduler:
             self._observe(fw, "unschedulable", started)
             self.handle_failure(fw, info, Status.unschedulable(), fit_error, nominated)
             return
+        except NoNodesAvailable as exc:
+            # kube: UnschedulableAndUnresolvable, reported as Unschedulable with no rejecting plugin.
+            self._observe(fw, "unschedulable", started)
+            log.info("no nodes available to schedule pods", pod=pod.key)
+            self.handle_failure(fw, info, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(exc),), exc), None, None)
+            return
         except Exception as exc:
             self._observe(fw, "error", started)
-            log.error(
-                "scheduling cycle failed",
-                pod=pod.key,
-                error=str(exc),
-                exc_info=not isinstance(exc, NoNodesAvailable),
-            )
+            log.error("scheduling cycle failed", pod=pod.key, error=str(exc), exc_info=True)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
@@ -187,8 +188,9 @@ class Scheduler:
             # Reserve or Permit said no: undo both (Unreserve is idempotent) and the assume.
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
-            self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
-            self.handle_failure(fw, info, status, None, None, rejected_by=status.plugin)
+            rejected = status.is_rejection
+            self._observe(fw, "unschedulable" if rejected else "error", started)
+            self.handle_failure(fw, info, status, FitError.single_node(pod, host, status) if rejected else None, None)
             return
         # The pod keeps its in-flight status until the binding cycle ends (queue.done there).
         from scheduler.binding import binding_cycle
@@ -221,19 +223,16 @@ class Scheduler:
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
-        pre_result, status, rejecting = fw.run_pre_filter(state, pod, all_nodes)
+        pre_result, status, narrowing = fw.run_pre_filter(state, pod, all_nodes)
+        diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
             if not status.is_rejection:
-                raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message}")
+                raise RuntimeError(status.message)
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
-            diagnosis.unschedulable_plugins |= rejecting or ({status.plugin} if status.plugin else set())
+            if status.plugin:
+                diagnosis.unschedulable_plugins.add(status.plugin)
             return [], diagnosis
-        if pre_result is not None and pre_result.node_names is not None:
-            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
-            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)}")
-            diagnosis.unschedulable_plugins |= rejecting
-            return self._find_per_node(fw, state, pod, allowed, diagnosis)
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
         if nominated:
@@ -245,6 +244,10 @@ class Scheduler:
             )
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis
+        if pre_result is not None and pre_result.node_names is not None:
+            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
+            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
+            return self._find_per_node(fw, state, pod, allowed, diagnosis)
         if self.nominator or not fw.filter_plugins:
             return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
         return self._find_batch(fw, state, pod, diagnosis)
@@ -261,7 +264,7 @@ class Scheduler:
         table = self.snapshot.table
         infos = table.infos
         num_nodes = table.size
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
         mask, per_node = fw.run_filter_batch(state, pod, table)
         order = table.arange + start
@@ -295,6 +298,13 @@ class Scheduler:
         return feasible, diagnosis
 
     @staticmethod
+    def _num_to_find(fw: Framework, num_nodes: int) -> int:
+        """Without Score plugins any feasible node will do: kube stops at the first one."""
+        if not fw.score_plugins:
+            return 1
+        return num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+
+    @staticmethod
     def _record_rejection(
         fw: Framework, state: CycleState, pod: Pod, info: NodeInfo, status: Status | None, diagnosis: Diagnosis
     ) -> None:
@@ -313,7 +323,7 @@ class Scheduler:
         num_nodes = len(nodes)
         if num_nodes == 0:
             return [], diagnosis
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
         if not fw.filter_plugins:
             chosen = [nodes[(start + i) % num_nodes] for i in range(to_find)]
@@ -379,7 +389,6 @@ class Scheduler:
         status: Status,
         fit_error: FitError | None,
         nominated_node: str | None,
-        rejected_by: str = "",
     ) -> None:
         """Requeue (unless the pod is gone or bound), then record the condition and event."""
         pod = info.pod
@@ -387,12 +396,12 @@ class Scheduler:
             info.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
             info.pending_plugins = set(fit_error.diagnosis.pending_plugins)
             reason, message = "Unschedulable", str(fit_error)
-        elif status.is_rejection:
-            info.unschedulable_plugins = {rejected_by} if rejected_by else set()
-            reason, message = "Unschedulable", status.message or "pod was rejected"
         else:
+            # kube clears the rejector plugins; only a FitError names them again.
             info.unschedulable_plugins = set()
-            reason, message = "SchedulerError", status.message
+            info.pending_plugins = set()
+            reason = "Unschedulable" if status.is_rejection else "SchedulerError"
+            message = status.message
         current = self.pending_pods.get(pod.uid)
         if current is None or current.node_name:
             # Deleted, or bound by someone else meanwhile: nothing to requeue or report.

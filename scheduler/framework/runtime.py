@@ -285,35 +285,49 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
-        """The merged node restriction, the first failure, and the plugins that rejected or narrowed."""
+        """The merged node restriction, the status, and the plugins whose results narrowed the nodes.
+
+        As kube since #119779: every plugin runs even after one says Unschedulable (preemption needs
+        their state; the last such status is returned), UnschedulableAndUnresolvable or an error stops
+        at once, and an empty intersection of results is UnschedulableAndUnresolvable.
+        """
         started = time.perf_counter()
         result: PreFilterResult | None = None
-        rejecting: list[str] = []
+        narrowing: set[str] = set()
         status: Status | None = None
         for plugin in self.pre_filter_plugins:
             try:
                 plugin_result, plugin_status = plugin.pre_filter(state, pod, nodes)
             except Exception as exc:
-                status = Status.as_error(exc, plugin.name)
-                break
+                plugin_status = Status.as_error(exc)
+                plugin_result = None
             if plugin_status is not None and plugin_status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
             if plugin_status is not None and plugin_status.code != Code.SUCCESS:
-                status = plugin_status.with_plugin(plugin.name)
-                if status.is_rejection:
-                    rejecting.append(plugin.name)
-                break
+                plugin_status = plugin_status.with_plugin(plugin.name)
+                if plugin_status.code == Code.UNSCHEDULABLE:
+                    status = plugin_status
+                    continue
+                if plugin_status.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    message = f'running PreFilter plugin "{plugin.name}": {plugin_status.message}'
+                    plugin_status = Status(
+                        Code.ERROR, (message,), plugin_status.error or FrameworkError(message), plugin.name
+                    )
+                _timed("PreFilter", self.profile_name, started, plugin_status)
+                return None, plugin_status, set()
             if plugin_result is not None and plugin_result.node_names is not None:
+                narrowing.add(plugin.name)
                 result = plugin_result if result is None else result.merge(plugin_result)
-                rejecting.append(plugin.name)
                 if not result.node_names:
                     status = Status.unresolvable(
-                        f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)} simultaneously"
+                        f"node(s) didn't satisfy plugin {next(iter(narrowing))}"
+                        if len(narrowing) == 1
+                        else f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)} simultaneously"
                     )
                     break
         _timed("PreFilter", self.profile_name, started, status)
-        return result, status, set(rejecting)
+        return result, status, narrowing
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo

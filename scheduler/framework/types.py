@@ -290,6 +290,14 @@ class FitError(Exception):
         self.num_all_nodes = num_all_nodes
         self.diagnosis = diagnosis
 
+    @classmethod
+    def single_node(cls, pod: Pod, node_name: str, status: Status) -> FitError:
+        """kube's FitError for a rejection at Reserve, Permit or WaitOnPermit: one node, the chosen one."""
+        diagnosis = Diagnosis(node_to_status={node_name: status})
+        if status.plugin:
+            diagnosis.unschedulable_plugins.add(status.plugin)
+        return cls(pod, 1, diagnosis)
+
     def __str__(self) -> str:
         diagnosis = self.diagnosis
         counts: dict[str, int] = {}

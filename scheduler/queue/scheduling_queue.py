@@ -318,7 +318,8 @@ class PriorityQueue:
         uid = info.pod.uid
         start = self._in_flight.pop(uid, None)
         info.timestamp = self._clock.now()
-        info.error_backoff = error
+        # kube: a pod no plugin rejected (an error, or no nodes at all) waits in the error backoffQ.
+        info.error_backoff = error or not (info.unschedulable_plugins or info.pending_plugins)
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
