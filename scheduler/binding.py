@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from scheduler import metrics
+from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, FitError, QueuedPodInfo, Status
 from scheduler.model.objects import Pod
@@ -52,7 +53,7 @@ async def binding_cycle(
         metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
         metrics.pod_scheduling_attempts.observe(info.attempts)
         if info.initial_attempt_timestamp is not None:
-            metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
+            metrics.pod_scheduling_sli_duration.labels("15+" if info.attempts >= 15 else str(info.attempts)).observe(
                 time.monotonic() - info.initial_attempt_timestamp
             )
         fw.run_post_bind(state, assumed, host)
@@ -80,8 +81,6 @@ def _undo(
 ) -> None:
     fw.run_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
-    from scheduler.schedule_one import ASSIGNED_POD_DELETE
-
     sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
     # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod

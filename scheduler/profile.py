@@ -15,7 +15,10 @@ from scheduler.config import (
 from scheduler.framework.interface import Plugin
 from scheduler.framework.registry import Registry, RegistryError
 from scheduler.framework.runtime import POINT_METHODS, Framework, FrameworkError, FrameworkHandle
-from scheduler.framework.types import ClusterEventWithHint
+from scheduler.framework.types import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+
+REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
+ALL_EVENTS = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
 
 
 def _implements(plugin: Plugin, point: str) -> bool:
@@ -80,11 +83,13 @@ def build_framework(
         ordered += [ref.name for ref in pset.enabled if ref.name not in multi_here]
         per_point[point] = [instances[n] for n in ordered]
 
+    # As kube: only plugins that can reject a pod register events; one that registers none hears them all.
     events: dict[str, list[ClusterEventWithHint]] = {}
     for name, plugin in instances.items():
+        if not any(_implements(plugin, point) for point in REJECTING_POINTS):
+            continue
         register = getattr(plugin, "events_to_register", None)
-        if callable(register):
-            events[name] = list(register())
+        events[name] = list(register()) if callable(register) else [ALL_EVENTS]
     pct = profile.percentage_of_nodes_to_score
     try:
         return Framework(

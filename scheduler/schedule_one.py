@@ -27,12 +27,9 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.framework.runtime import Framework
 from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
-    ActionType,
-    ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
-    EventResource,
     FitError,
     NodeInfo,
     QueuedPodInfo,
@@ -49,7 +46,6 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0
 
-ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 
 
