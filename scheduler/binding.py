@@ -81,9 +81,17 @@ def _undo(
 ) -> None:
     fw.run_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
-    sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
     # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod
     # unschedulable); a rejecting PreBind/Bind status is reported as it is, with no rejecting plugin.
     fit_error = FitError.single_node(assumed, host, status) if waiting_rejected and status.is_rejection else None
+    if not status.is_rejection:
+        sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+        sched.handle_failure(fw, info, status, fit_error, None)
+        return
+    # As kube: the freed room wakes others only after the rejected pod is back in the queue, so the
+    # event is not replayed against the pod itself (it would skip the unschedulable pool).
     sched.handle_failure(fw, info, status, fit_error, None)
+    sched.queue.move_all_to_active_or_backoff(
+        ASSIGNED_POD_DELETE, assumed, None, pre_check=lambda pod: pod.uid != assumed.uid
+    )

@@ -86,6 +86,28 @@ POINT_METHODS = {
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 
 
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's time.Duration prints them (500ms, 10s, 1m30s), as kube's messages show them."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-" if ns < 0 else ""), abs(ns)
+
+    def fraction(value: int, unit: int) -> str:
+        whole, rest = divmod(value, unit)
+        digits = f"{rest:0{len(str(unit)) - 1}d}".rstrip("0") if rest else ""
+        return f"{whole}.{digits}" if digits else str(whole)
+
+    if ns < 1_000_000_000:
+        for suffix, unit in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= unit:
+                return f"{sign}{fraction(ns, unit)}{suffix}"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "")
+    return f"{sign}{text}{fraction(rest, 1_000_000_000)}s"
+
+
 class FrameworkError(Exception):
     """A plugin misbehaved (score out of range, bad status); names the plugin."""
 
@@ -566,7 +588,7 @@ class Framework:
                         timeout,
                         waiting.reject,
                         name,
-                        f"rejected due to timeout after waiting {timeout:g}s at plugin {name}",
+                        f"rejected due to timeout after waiting {go_duration(timeout)} at plugin {name}",
                     )
                 )
             self.handle.waiting_pods[pod.uid] = waiting

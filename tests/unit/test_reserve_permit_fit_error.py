@@ -17,6 +17,7 @@ from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import parse_config
+from scheduler.framework.runtime import go_duration
 from scheduler.framework.types import Code, CycleState, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
@@ -137,6 +138,8 @@ async def test_wait_on_permit_rejection_is_a_single_node_fit_error() -> None:
     assert queued is not None
     assert queued.unschedulable_plugins == {"Gate"}
     assert not sched.cache.is_assumed("uid-p")
+    # The AssignedPodDelete of its own forgotten assumption does not send it back to backoff.
+    assert sched.queue.where("uid-p") == "unschedulable"
 
 
 async def test_error_at_reserve_stays_a_scheduler_error() -> None:
@@ -147,3 +150,22 @@ async def test_error_at_reserve_stays_a_scheduler_error() -> None:
     assert client.conditions["ns/p"]["reason"] == "SchedulerError"
     assert client.conditions["ns/p"]["message"] == "disk on fire"
     assert sched.queue.where("uid-p") == "backoff"
+
+
+async def test_permit_timeout_message_prints_the_wait_like_go() -> None:
+    sched, inf, client, gate = setup()
+    gate.permit_status = Status(Code.WAIT)
+    gate.permit_timeout = 0.05
+    inf.on_pod("ADDED", raw_pod("p"))
+    await run_queue(sched)
+    assert client.conditions["ns/p"]["message"] == (
+        "0/1 nodes are available: 1 rejected due to timeout after waiting 50ms at plugin Gate."
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (10, "10s"), (0.5, "500ms"), (90, "1m30s"), (900, "15m0s"), (3600, "1h0m0s"), (1.25, "1.25s")],
+)
+def test_go_duration(seconds: float, text: str) -> None:
+    assert go_duration(seconds) == text
