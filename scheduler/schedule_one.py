@@ -226,8 +226,7 @@ class Scheduler:
                 raise RuntimeError(status.message)
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
-            if status.plugin:
-                diagnosis.unschedulable_plugins.add(status.plugin)
+            diagnosis.add_plugin_status(status)
             return [], diagnosis
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
@@ -310,7 +309,7 @@ class Scheduler:
         if status.code == Code.ERROR:
             raise RuntimeError(f"running Filter plugin {status.plugin}: {status.message}")
         diagnosis.node_to_status[info.name] = status
-        diagnosis.unschedulable_plugins.add(status.plugin)
+        diagnosis.add_plugin_status(status)
 
     def _find_per_node(
         self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis

@@ -249,6 +249,20 @@ def _normalize(
     return np.array([s.score for s in node_scores], np.int64), None
 
 
+def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    """One plugin's verdict on one node, named; a code Filter may not return becomes an error."""
+    try:
+        status = plugin.filter(state, pod, node_info)
+    except Exception as exc:
+        return Status.as_error(exc, plugin.name)
+    if status is None or status.code == Code.SUCCESS:
+        return None
+    if not status.is_rejection and status.code != Code.ERROR:
+        error = FrameworkError(f"filter plugin {plugin.name} returned unsupported code {status.code.name}")
+        return Status.as_error(error, plugin.name)
+    return status.with_plugin(plugin.name)
+
+
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
     code = "Success" if status is None else status.code.name.title()
     metrics.framework_extension_point_duration.labels(point, code, profile).observe(time.perf_counter() - started)
@@ -385,17 +399,9 @@ class Framework:
         for plugin in self.filter_plugins:
             if skip and plugin.name in skip:
                 continue
-            try:
-                status = plugin.filter(state, pod, node_info)
-            except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            if status is not None and status.code != Code.SUCCESS:
-                if not status.is_rejection and status.code != Code.ERROR:
-                    return Status.as_error(
-                        FrameworkError(f"filter plugin {plugin.name} returned unsupported code {status.code.name}"),
-                        plugin.name,
-                    )
-                return status.with_plugin(plugin.name)
+            status = _run_filter_plugin(plugin, state, pod, node_info)
+            if status is not None:
+                return status
         return None
 
     def run_post_filter(
@@ -536,12 +542,9 @@ class Framework:
     ) -> Status | None:
         """run_filter restricted to `plugins` (those without a batch verdict for this pod)."""
         for plugin in plugins:
-            try:
-                status = plugin.filter(state, pod, node_info)
-            except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            if status is not None and status.code != Code.SUCCESS:
-                return status.with_plugin(plugin.name)
+            status = _run_filter_plugin(plugin, state, pod, node_info)
+            if status is not None:
+                return status
         return None
 
     # ---- reserve / permit ----------------------------------------------------------------

@@ -50,8 +50,8 @@ class Status:
 
     @property
     def is_rejection(self) -> bool:
-        """Unschedulable or UnschedulableAndUnresolvable."""
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (kube's IsRejected)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
     @property
     def message(self) -> str:
@@ -319,6 +319,15 @@ class Diagnosis:
     # Status of every node not listed in node_to_status (PreFilter rejected them all at once).
     absent_status: Status | None = None
 
+    def add_plugin_status(self, status: Status) -> None:
+        """kube's AddPluginStatus: a rejecting plugin is unschedulable; a Pending one is pending too."""
+        if not status.plugin:
+            return
+        if status.is_rejection:
+            self.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+
     def status_of(self, node_name: str) -> Status | None:
         return self.node_to_status.get(node_name, self.absent_status)
 
@@ -336,8 +345,7 @@ class FitError(Exception):
     def single_node(cls, pod: Pod, node_name: str, status: Status) -> FitError:
         """kube's FitError for a rejection at Reserve, Permit or WaitOnPermit: one node, the chosen one."""
         diagnosis = Diagnosis(node_to_status={node_name: status})
-        if status.plugin:
-            diagnosis.unschedulable_plugins.add(status.plugin)
+        diagnosis.add_plugin_status(status)
         return cls(pod, 1, diagnosis)
 
     def __str__(self) -> str:

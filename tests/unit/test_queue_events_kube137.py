@@ -25,6 +25,7 @@ from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    Code,
     CycleState,
     EventResource,
     NodeInfo,
@@ -143,12 +144,13 @@ class Watcher:
 
     name = "Watcher"
 
-    def __init__(self, events: Sequence[ClusterEvent]) -> None:
+    def __init__(self, events: Sequence[ClusterEvent], verdict: Status) -> None:
         self.events = events
+        self.verdict = verdict
         self.asked: list[tuple[Any, Any]] = []
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        return Status.unschedulable("watched")
+        return self.verdict
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [ClusterEventWithHint(event, self.hint) for event in self.events]
@@ -158,8 +160,8 @@ class Watcher:
         return QueueingHint.QUEUE
 
 
-def cluster(*events: ClusterEvent) -> tuple[Scheduler, Informers, Watcher]:
-    watcher = Watcher(events)
+def cluster(*events: ClusterEvent, verdict: Status | None = None) -> tuple[Scheduler, Informers, Watcher]:
+    watcher = Watcher(events, verdict or Status.unschedulable("watched"))
     registry = full_registry()
 
     def new(args: Mapping[str, Any], handle: Any) -> Watcher:
@@ -350,3 +352,19 @@ def test_sli_clock_starts_when_the_pod_first_enters_active_q() -> None:
     gated: QueuedPodInfo | None = queue.pop_nowait()
     assert gated is not None
     assert gated.initial_attempt_timestamp == 1012.0
+
+
+async def test_pending_filter_status_is_a_rejection_that_queues_immediately() -> None:
+    # kube's IsRejected includes Pending: the pod is Unschedulable (not a SchedulerError), its plugin
+    # is pending, and a Queue from that plugin skips the backoff.
+    sched, inf, _ = cluster(NODE_ADD, verdict=Status(Code.PENDING, ("waiting for a device",)))
+    client = sched.client
+    assert isinstance(client, FakeApiClient)
+    info = sched.queue.get("uid-pending")
+    assert info is not None
+    assert (info.unschedulable_plugins, info.pending_plugins) == ({"Watcher"}, {"Watcher"})
+    await sched.drain()
+    assert client.conditions["ns/pending"]["reason"] == "Unschedulable"
+    assert client.conditions["ns/pending"]["message"] == "0/1 nodes are available: 1 waiting for a device."
+    inf.on_node("ADDED", raw_node("n2"))
+    assert sched.queue.where("uid-pending") == ACTIVE_Q  # still within its backoff: straight to activeQ
