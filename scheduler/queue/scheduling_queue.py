@@ -503,18 +503,14 @@ class PriorityQueue:
             return
         previous = info.pod
         info.pod = pod
-        events = pod_scheduling_properties_change(pod, previous, is_target=True)
-        if info.gated:
-            # PreEnqueue decides again; a pod still gated comes straight back here.
-            del self._unschedulable[uid]
-            self._push_active(info, events[0].label)
-        else:
-            for event in events:
-                strategy = self._worth_requeuing(info, event, previous, pod)
-                if strategy != Strategy.SKIP:
-                    del self._unschedulable[uid]
-                    self._requeue(info, event.label, strategy)
-                    break
+        # A gated pod's rejector is its gating plugin: the update that plugin registered (gates removed)
+        # runs PreEnqueue again; a pod still gated comes straight back here.
+        for event in pod_scheduling_properties_change(pod, previous, is_target=True):
+            strategy = self._worth_requeuing(info, event, previous, pod)
+            if strategy != Strategy.SKIP:
+                del self._unschedulable[uid]
+                self._requeue(info, event.label, strategy)
+                break
         self._update_gauges()
 
     def delete(self, uid: str) -> None:
