@@ -27,6 +27,7 @@ from scheduler import metrics
 from scheduler.framework.events import (
     BACKOFF_COMPLETE,
     FORCE_ACTIVATE,
+    POP_FROM_BACKOFF_Q,
     SCHEDULE_ATTEMPT_FAILURE,
     UNSCHEDULABLE_TIMEOUT,
     UNSCHEDULED_POD_ADD,
@@ -309,6 +310,7 @@ class PriorityQueue:
             return None
         item = heapq.heappop(self._backoff)
         del self._backoff_items[item.info.pod.uid]
+        metrics.queue_incoming_pods.labels(ACTIVE_Q, POP_FROM_BACKOFF_Q).inc()
         return item.info
 
     def close(self) -> None:

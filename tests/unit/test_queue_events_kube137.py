@@ -368,3 +368,18 @@ async def test_pending_filter_status_is_a_rejection_that_queues_immediately() ->
     assert client.conditions["ns/pending"]["message"] == "0/1 nodes are available: 1 waiting for a device."
     inf.on_node("ADDED", raw_node("n2"))
     assert sched.queue.where("uid-pending") == ACTIVE_Q  # still within its backoff: straight to activeQ
+
+
+def test_popping_from_backoff_counts_as_kube_labels_it() -> None:
+    clock = FakeClock()
+    queue = queue_with(clock, {"U": [ClusterEventWithHint(NODE_ADD)]})
+    queue.add(pending_pod("p"))
+    info = queue.pop_nowait()
+    assert info is not None
+    info.unschedulable_plugins = {"U"}
+    queue.add_unschedulable_if_not_present(info)
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, None)
+    assert queue.where("uid-p") == BACKOFF_Q
+    before = incoming("PopFromBackoffQ", ACTIVE_Q)
+    assert queue.pop_nowait() is not None  # activeQ is empty: the backoffQ head is tried early
+    assert incoming("PopFromBackoffQ", ACTIVE_Q) == before + 1
