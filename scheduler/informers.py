@@ -24,6 +24,7 @@ from scheduler.framework.events import (
     pod_scheduling_properties_change,
 )
 from scheduler.framework.runtime import WorkloadStore
+from scheduler.framework.types import ActionType
 from scheduler.model.objects import InvalidObject, Node, Pod, Resource
 from scheduler.schedule_one import Scheduler
 
@@ -156,14 +157,13 @@ class Informers:
         if old is not None and old.resource_version == node.resource_version:
             return
         self._nodes[name] = node
-        if cached is None or not cached.same_scheduling_properties(node):
-            sched.cache.add_or_update_node(node)
+        events = [NODE_ADD] if old is None else node_scheduling_properties_change(node, old)
         # Heartbeats and condition updates change nothing a plugin reads: the cached node stays, so
         # snapshots and derived columns stay valid; the queue still hears of conditions.
-        if old is None:
-            sched.queue.move_all_to_active_or_backoff(NODE_ADD, None, node)
-            return
-        for event in node_scheduling_properties_change(node, old):
+        only_conditions = all(event.action == ActionType.UPDATE_NODE_CONDITION for event in events)
+        if cached is None or not (only_conditions and cached.same_scheduling_properties(node)):
+            sched.cache.add_or_update_node(node)
+        for event in events:
             sched.queue.move_all_to_active_or_backoff(event, old, node)
 
     # ---- workloads (selectors for default topology spreading) -----------------------------

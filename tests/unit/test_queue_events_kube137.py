@@ -235,7 +235,9 @@ async def test_node_condition_change_reaches_the_queue() -> None:
     assert len(watcher.asked) == 1
     assert sched.queue.where("uid-pending") == BACKOFF_Q
     # The cached node is kept: a condition is nothing a plugin reads from the snapshot.
-    assert sched.cache.get_node_info("n1") is not None
+    cached = sched.cache.get_node_info("n1")
+    assert cached is not None and cached.node is not None
+    assert "conditions" not in cached.node.raw["status"]
     heartbeat = bumped(updated)
     inf.on_node("MODIFIED", heartbeat)
     assert len(watcher.asked) == 1  # compared with the last seen node, not the cached one
@@ -383,3 +385,15 @@ def test_popping_from_backoff_counts_as_kube_labels_it() -> None:
     before = incoming("PopFromBackoffQ", ACTIVE_Q)
     assert queue.pop_nowait() is not None  # activeQ is empty: the backoffQ head is tried early
     assert incoming("PopFromBackoffQ", ACTIVE_Q) == before + 1
+
+
+async def test_a_declared_feature_change_reaches_the_cache_too() -> None:
+    sched, inf, _ = cluster(ClusterEvent(EventResource.NODE, A.UPDATE_NODE_DECLARED_FEATURE))
+    updated = bumped(raw_node("n1"))
+    updated["status"]["declaredFeatures"] = ["FeatureA"]
+    inf.on_node("MODIFIED", updated)
+    cached = sched.cache.get_node_info("n1")
+    assert cached is not None and cached.node is not None
+    assert cached.node.raw["status"]["declaredFeatures"] == ["FeatureA"]
+    assert sched.queue.where("uid-pending") == BACKOFF_Q
+    await sched.drain()
