@@ -307,7 +307,7 @@ class Scheduler:
             # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
             raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
         if status.code == Code.ERROR:
-            raise RuntimeError(f"running Filter plugin {status.plugin}: {status.message}")
+            raise RuntimeError(status.message)
         diagnosis.node_to_status[info.name] = status
         diagnosis.add_plugin_status(status)
 

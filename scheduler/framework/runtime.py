@@ -250,17 +250,17 @@ def _normalize(
 
 
 def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-    """One plugin's verdict on one node, named; a code Filter may not return becomes an error."""
+    """One plugin's verdict on one node, named; anything but a rejection is an error in kube's words."""
     try:
         status = plugin.filter(state, pod, node_info)
     except Exception as exc:
-        return Status.as_error(exc, plugin.name)
+        status = Status.as_error(exc)
     if status is None or status.code == Code.SUCCESS:
         return None
-    if not status.is_rejection and status.code != Code.ERROR:
-        error = FrameworkError(f"filter plugin {plugin.name} returned unsupported code {status.code.name}")
-        return Status.as_error(error, plugin.name)
-    return status.with_plugin(plugin.name)
+    if status.is_rejection:
+        return status.with_plugin(plugin.name)
+    message = f'running "{plugin.name}" filter plugin: {status.message}'
+    return Status(Code.ERROR, (message,), status.error or FrameworkError(message), plugin.name)
 
 
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:

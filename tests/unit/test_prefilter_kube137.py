@@ -18,7 +18,7 @@ from scheduler.framework.types import Code, CycleState, Diagnosis, FitError, Pre
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
-from tests.unit.test_runtime import POD, Pre, make
+from tests.unit.test_runtime import POD, Filt, Pre, info, make
 from tests.unit.test_schedule_one import raw_node, raw_pod
 
 SKIP = Status(Code.SKIP)
@@ -168,3 +168,12 @@ def test_without_score_plugins_one_feasible_node_is_enough(path: str) -> None:
         feasible, _ = sched._find_per_node(fw, state, pod, sched.snapshot.list(), Diagnosis())
     assert len(feasible) == 1
     assert sched.next_start_node_index == 1  # only one node was looked at
+
+
+@pytest.mark.parametrize("code", [Code.ERROR, Code.WAIT, Code.SKIP])
+def test_a_filter_that_does_not_reject_is_an_error_in_kubes_words(code: Code) -> None:
+    fw = make(filter=[Filt("Broken", {"n1"}, code=code)])
+    status = fw.run_filter(CycleState(), POD, info("n1"))
+    assert status is not None
+    assert (status.code, status.plugin) == (Code.ERROR, "Broken")
+    assert status.message == 'running "Broken" filter plugin: Broken says no'
