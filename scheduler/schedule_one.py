@@ -322,7 +322,7 @@ class Scheduler:
         start = self.next_start_node_index % num_nodes
         if not fw.filter_plugins:
             chosen = [nodes[(start + i) % num_nodes] for i in range(to_find)]
-            self.next_start_node_index = (start + len(chosen)) % num_nodes
+            self.next_start_node_index = (self.next_start_node_index + len(chosen)) % len(self.snapshot)
             return chosen, diagnosis
         feasible: list[NodeInfo] = []
         processed = 0
@@ -336,7 +336,8 @@ class Scheduler:
                     break
             else:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
-        self.next_start_node_index = (start + processed) % num_nodes
+        # kube advances the start over all nodes, also when a PreFilter result narrowed the list.
+        self.next_start_node_index = (self.next_start_node_index + processed) % len(self.snapshot)
         return feasible, diagnosis
 
     def _filter_with_nominated(self, fw: Framework, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:

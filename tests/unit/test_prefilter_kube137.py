@@ -177,3 +177,16 @@ def test_a_filter_that_does_not_reject_is_an_error_in_kubes_words(code: Code) ->
     assert status is not None
     assert (status.code, status.plugin) == (Code.ERROR, "Broken")
     assert status.message == 'running "Broken" filter plugin: Broken says no'
+
+
+def test_round_robin_start_advances_over_all_nodes_when_prefilter_narrows() -> None:
+    # kube: nextStartNodeIndex = (nextStartNodeIndex + processed) % len(allNodes), not % len(narrowed).
+    sched, _, _ = cluster()
+    fw = sched.frameworks["secondary-scheduler"]
+    fw.pre_filter_plugins = [Pre("A", PreFilterResult({"n1", "n2"}))]
+    fw.filter_plugins = []
+    sched.cache.update_snapshot(sched.snapshot)
+    sched.next_start_node_index = 2
+    feasible, _ = sched.find_nodes_that_fit(fw, CycleState(), Pod.from_raw(raw_pod("p")))
+    assert sorted(n.name for n in feasible) == ["n1", "n2"]
+    assert sched.next_start_node_index == (2 + 2) % 3
