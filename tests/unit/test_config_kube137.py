@@ -14,6 +14,7 @@ from kubernetes import client as k8s_client
 from scheduler.api.fake import FakeApiClient
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket
 from scheduler.app import Options, build_scheduler, client_connection_config, full_registry, leader_election_config
+from scheduler.cli import _parser
 from scheduler.config import ConfigError, parse_config, parse_duration
 
 BASE = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -221,3 +222,13 @@ async def test_qps_really_limits_the_http_client() -> None:
     assert len(arrivals) == 8
     # Two at once, then one every 50 ms: the last leaves at least 6 x 50 ms after the start.
     assert arrivals[-1] - started >= 0.29
+
+
+def test_cli_leaves_unset_flags_unset_so_the_file_decides() -> None:
+    args = _parser().parse_args(["run"])
+    assert (args.leader_elect, args.leader_elect_lease_duration, args.kube_api_qps) == (None, None, None)
+    args = _parser().parse_args(
+        ["run", "--no-leader-elect", "--leader-elect-lease-duration", "1m", "--kube-api-qps", "5"]
+    )
+    assert (args.leader_elect, args.leader_elect_lease_duration, args.kube_api_qps) == (False, 60.0, 5.0)
+    assert _parser().parse_args(["run", "--leader-elect-retry-period", "3"]).leader_elect_retry_period == 3.0
