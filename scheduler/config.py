@@ -7,13 +7,14 @@ Every error names the field (e.g. `profiles[0].plugins.filter.enabled[1].name`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from scheduler.model.durations import go_duration, parse_go_duration
 
 # kube's LeaderElectionConfiguration / ClientConnectionConfiguration defaults (the lease name excepted:
 # kube-scheduler's own "kube-scheduler" lease must never be shared with it).
@@ -174,21 +175,16 @@ def _plugin_set(raw: Any, path: str) -> PluginSet:
     return PluginSet(tuple(enabled), tuple(disabled))
 
 
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
 def parse_duration(value: Any, path: str) -> float:
     """A Go duration string ("15s", "1m30s", "500ms") in seconds."""
-    text = value if isinstance(value, str) else ""
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    parts = _DURATION_PART.findall(body)
-    if body == "0":
-        return 0.0
-    if not parts or "".join(n + u for n, u in parts) != body:
-        raise ConfigError(f'{path}: Invalid value: {json.dumps(value)}: must be a duration such as "15s" or "1m30s"')
-    return sign * sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return parse_go_duration(value)
+    except ValueError:
+        raise ConfigError(
+            f'{path}: Invalid value: {json.dumps(value)}: must be a duration such as "15s" or "1m30s"'
+        ) from None
 
 
 def validate_leader_election(le: LeaderElectionConfig) -> None:
@@ -201,10 +197,13 @@ def validate_leader_election(le: LeaderElectionConfig) -> None:
         ("retryPeriod", le.retry_period),
     ):
         if seconds <= 0:
-            raise ConfigError(f"leaderElection.{name}: Invalid value: {seconds:g}s: must be greater than zero")
+            raise ConfigError(
+                f'leaderElection.{name}: Invalid value: "{go_duration(seconds)}": must be greater than zero'
+            )
     if le.lease_duration <= le.renew_deadline:
         raise ConfigError(
-            f"leaderElection.leaseDuration: Invalid value: {le.renew_deadline:g}s: must be greater than `RenewDeadline`"
+            f'leaderElection.leaseDuration: Invalid value: "{go_duration(le.renew_deadline)}": '
+            "must be greater than `RenewDeadline`"
         )
     if not le.resource_name:
         raise ConfigError("leaderElection.resourceName: Required value")

@@ -47,6 +47,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod
 
 if TYPE_CHECKING:
@@ -84,28 +85,6 @@ POINT_METHODS = {
 }
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
-
-
-def go_duration(seconds: float) -> str:
-    """Seconds as Go's time.Duration prints them (500ms, 10s, 1m30s), as kube's messages show them."""
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    sign, ns = ("-" if ns < 0 else ""), abs(ns)
-
-    def fraction(value: int, unit: int) -> str:
-        whole, rest = divmod(value, unit)
-        digits = f"{rest:0{len(str(unit)) - 1}d}".rstrip("0") if rest else ""
-        return f"{whole}.{digits}" if digits else str(whole)
-
-    if ns < 1_000_000_000:
-        for suffix, unit in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= unit:
-                return f"{sign}{fraction(ns, unit)}{suffix}"
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "")
-    return f"{sign}{text}{fraction(rest, 1_000_000_000)}s"
 
 
 class FrameworkError(Exception):

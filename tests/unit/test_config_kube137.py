@@ -134,9 +134,9 @@ def test_leader_election_namespace_defaults_to_the_pods(monkeypatch: pytest.Monk
         ),
         (
             {"leaseDuration": "10s", "renewDeadline": "10s"},
-            "leaderElection.leaseDuration: Invalid value: 10s: must be greater than `RenewDeadline`",
+            'leaderElection.leaseDuration: Invalid value: "10s": must be greater than `RenewDeadline`',
         ),
-        ({"retryPeriod": "0s"}, "leaderElection.retryPeriod: Invalid value: 0s: must be greater than zero"),
+        ({"retryPeriod": "0s"}, 'leaderElection.retryPeriod: Invalid value: "0s": must be greater than zero'),
         ({"leaseDuraton": "10s"}, "leaderElection.leaseDuraton: unknown field"),
     ],
 )

@@ -17,9 +17,9 @@ from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import parse_config
-from scheduler.framework.runtime import go_duration
 from scheduler.framework.types import Code, CycleState, Status
 from scheduler.informers import Informers
+from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
 from tests.unit.test_schedule_one import raw_node, raw_pod
