@@ -91,7 +91,13 @@ def has_all_topology_keys(labels: Mapping[str, str], constraints: Iterable[Sprea
 
 
 def count_matching(pods: Iterable[Pod], selector: LabelSelector, namespace: str) -> int:
-    """Pods of this namespace the selector matches; terminating pods do not count."""
+    """Pods of this namespace the selector matches; terminating pods do not count.
+
+    An empty selector (`labelSelector: {}`) counts none: kube's countPodsMatchSelector returns 0 for
+    labels.Everything(), although the incoming pod itself still matches it (its self-match counts).
+    """
+    if selector.empty:
+        return 0
     return sum(1 for p in pods if p.namespace == namespace and not p.deleting and selector.matches(p.labels))
 
 

@@ -1,9 +1,11 @@
 """PodTopologySpread's labelSelector edge cases as kube 1.37 reads them (common.go, metav1).
 
-`labelSelector: {}` selects every pod of the namespace (labels.Everything); a missing labelSelector
+`labelSelector: {}` is labels.Everything(), and kube's countPodsMatchSelector returns 0 for an empty
+selector: no existing pod counts, while the incoming pod matches itself (checked against
+kube-scheduler 1.37.2: tests/agreement/scenarios/spread-empty-selector.yaml). A missing labelSelector
 selects none (labels.Nothing), and matchLabelKeys cannot change that: kube's
-mergeLabelSetWithSelector returns a Nothing selector unchanged, and the apiserver leaves a nil
-selector alone when it merges matchLabelKeys.
+mergeLabelSetWithSelector returns a Nothing selector unchanged (the apiserver refuses matchLabelKeys
+without a labelSelector anyway).
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ EXISTING = [on("node-a", app="web"), on("node-a", tier="x"), on("node-b", namesp
 @pytest.mark.parametrize(
     ("max_skew", "selector", "match_label_keys", "rejected"),
     [
-        # zone1 counts 2 + the pod itself, zone2 none
-        pytest.param(2, label_selector(), (), {"node-a"}, id="empty selector counts every pod of the namespace"),
+        # zone1 would count 2 + the pod itself if an empty selector counted existing pods
+        pytest.param(1, label_selector(), (), set(), id="empty selector counts no existing pod"),
         pytest.param(1, None, (), set(), id="missing selector counts no pod"),
         pytest.param(1, None, ("app",), set(), id="matchLabelKeys do not turn a missing selector into one"),
-        # zone1 counts the app=web pod + the pod itself
-        pytest.param(2, label_selector(), ("app",), set(), id="matchLabelKeys narrow an empty selector"),
+        # matchLabelKeys make the selector non-empty: zone1 counts the app=web pod + the pod itself
+        pytest.param(1, label_selector(), ("app",), {"node-a"}, id="matchLabelKeys make an empty selector count"),
     ],
 )
 def test_label_selector_edge_cases(
