@@ -17,30 +17,27 @@ from typing import Any
 import structlog
 
 from scheduler import metrics
+from scheduler.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_DELETE,
+    UNSCHEDULED_POD_ADD,
+    UNSCHEDULED_POD_UPDATE,
+    node_scheduling_properties_change,
+    pod_scheduling_properties_change,
+)
 from scheduler.framework.runtime import PdbStore, WorkloadStore
-from scheduler.framework.types import ActionType, ClusterEvent, EventResource
+from scheduler.framework.types import ActionType
 from scheduler.model.objects import InvalidObject, Node, Pod, PodDisruptionBudget, Resource
 from scheduler.schedule_one import Scheduler
 
 log = structlog.get_logger("informers")
 
 DELETED = "DELETED"
-
-
-def _event(resource: EventResource, action: ActionType, label: str) -> ClusterEvent:
-    return ClusterEvent(resource, action, label)
-
-
-NODE_ADD = _event(EventResource.NODE, ActionType.ADD, "NodeAdd")
-NODE_UPDATE = _event(EventResource.NODE, ActionType.UPDATE, "NodeUpdate")
-NODE_DELETE = _event(EventResource.NODE, ActionType.DELETE, "NodeDelete")
-ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
-ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
-ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
-# Labels of kube's unscheduled-pod handlers (scheduler_event_handling_duration_seconds only).
-UNSCHEDULED_ADD = "UnscheduledPodAdd"
-UNSCHEDULED_UPDATE = "UnscheduledPodUpdate"
+# Labels of kube's handlers that are no queue event (scheduler_event_handling_duration_seconds only).
 UNSCHEDULED_DEL = "UnscheduledPodDelete"
+ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
 
 
 class Informers:
@@ -62,6 +59,9 @@ class Informers:
         self.workloads = workloads
         self.pdbs = shared.pdbs if shared is not None else PdbStore()
         self._reported_invalid: set[str] = set()
+        # The last version of each node seen, which update events are computed against (the cache
+        # keeps an older one when only heartbeats or conditions changed).
+        self._nodes: dict[str, Node] = {}
 
     # ---- pods ----------------------------------------------------------------------------
 
@@ -100,13 +100,18 @@ class Informers:
                 metrics.observe_event_handling(ASSIGNED_POD_ADD.label, started)
             else:
                 cache.update_pod(pod)
-                sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_UPDATE, known, pod)
-                metrics.observe_event_handling(ASSIGNED_POD_UPDATE.label, started)
+                # A status-only update is a general AssignedPod/Update, which no in-tree plugin registers.
+                for event in pod_scheduling_properties_change(pod, known, is_target=False):
+                    sched.queue.move_all_to_active_or_backoff(event, known, pod)
+                    metrics.observe_event_handling(event.label, started)
+                metrics.observe_event_handling(ASSIGNED_POD_UPDATE, started)
             return
         if pod.scheduler_name not in sched.frameworks:
             return
-        label = UNSCHEDULED_UPDATE if uid in sched.pending_pods else UNSCHEDULED_ADD
         previous = sched.pending_pods.get(uid)
+        if previous is not None and previous.resource_version == pod.resource_version:
+            return  # the same object again (a relist): nothing changed
+        label = (UNSCHEDULED_POD_ADD if previous is None else UNSCHEDULED_POD_UPDATE).label
         sched.pending_pods[uid] = pod
         if cache.is_assumed(uid):
             # Our binding is in flight; the bound pod will confirm it. The assume dropped its
@@ -116,7 +121,7 @@ class Informers:
         if pod.deleting:
             sched.queue.delete(uid)
             return
-        sched.queue.add(pod)
+        sched.queue.add(pod, previous)
         metrics.observe_event_handling(label, started)
 
     def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
@@ -157,9 +162,11 @@ class Informers:
         started = time.perf_counter()
         sched = self.sched
         name = (raw.get("metadata") or {}).get("name", "")
-        old_info = sched.cache.get_node_info(name)
-        old = old_info.node if old_info is not None else None
+        cached_info = sched.cache.get_node_info(name)
+        cached = cached_info.node if cached_info is not None else None
+        old = self._nodes.get(name) or cached
         if event_type == DELETED:
+            self._nodes.pop(name, None)
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
             metrics.observe_event_handling(NODE_DELETE.label, started)
@@ -169,13 +176,18 @@ class Informers:
         except InvalidObject as exc:
             log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
             return
-        if old is not None and (old.resource_version == node.resource_version or old.same_scheduling_properties(node)):
-            # Heartbeats and condition updates change nothing a plugin reads: keep the cached node,
-            # so snapshots and derived columns stay valid and no pod is requeued for nothing.
+        if old is not None and old.resource_version == node.resource_version:
             return
-        sched.cache.add_or_update_node(node)
-        sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)
-        metrics.observe_event_handling((NODE_ADD if old is None else NODE_UPDATE).label, started)
+        self._nodes[name] = node
+        events = [NODE_ADD] if old is None else node_scheduling_properties_change(node, old)
+        # Heartbeats and condition updates change nothing a plugin reads: the cached node stays, so
+        # snapshots and derived columns stay valid; the queue still hears of conditions.
+        only_conditions = all(event.action == ActionType.UPDATE_NODE_CONDITION for event in events)
+        if cached is None or not (only_conditions and cached.same_scheduling_properties(node)):
+            sched.cache.add_or_update_node(node)
+        for event in events:
+            sched.queue.move_all_to_active_or_backoff(event, old, node)
+            metrics.observe_event_handling(event.label, started)  # as kube: once per fine-grained event
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

@@ -475,6 +475,13 @@ rest_client_response_size = Histogram(
     buckets=_SIZE_BUCKETS,
     registry=REGISTRY,
 )
+rest_client_rate_limiter_duration = Histogram(
+    "rest_client_rate_limiter_duration_seconds",
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 rest_client_requests = Counter(
     "rest_client_requests",
     "Number of HTTP requests, partitioned by status code, method, and host.",

@@ -102,7 +102,7 @@ def test_denied_events_cost_neither_the_condition_nor_a_bind(
 
         def reported() -> bool:
             seen[:] = [_scheduled(core, namespace, "huge")]
-            return seen[0] == ("False", "Unschedulable", UNFIT)
+            return bool(seen[0] == ("False", "Unschedulable", UNFIT))
 
         try:
             wait_for(reported, timeout=60, what="PodScheduled=False on the unschedulable pod")
