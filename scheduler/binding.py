@@ -37,6 +37,9 @@ async def binding_cycle(
         if status is None:
             point = "PreBind"
             status = await fw.run_pre_bind(state, assumed, host)
+        if status is None and not sched.may_write():
+            _abandon(sched, fw, state, assumed, host)
+            return
         if status is None:
             point = "Bind"
             status = await fw.run_bind(state, assumed, host)
@@ -68,6 +71,13 @@ async def binding_cycle(
         sched.queue.done(assumed.uid)
 
 
+def _abandon(sched: Scheduler, fw: Framework, state: CycleState, assumed: Pod, host: str) -> None:
+    """A deposed leader drops the pod without a write: no Bind, no requeue, no failure report."""
+    fw.run_unreserve(state, assumed, host)
+    sched.cache.forget_pod(assumed)
+    log.info("not binding: no longer the leader", pod=assumed.key, node=host)
+
+
 def _undo(
     sched: Scheduler,
     fw: Framework,
@@ -78,6 +88,11 @@ def _undo(
     status: Status,
 ) -> None:
     fw.run_unreserve(state, assumed, host)
+    if not sched.cache.is_assumed(assumed.uid):
+        # The informer saw the pod bound (by someone else, or our Bind landed despite the error):
+        # the cache holds the real pod; nothing to forget, requeue or report.
+        log.info("binding failed; pod is bound meanwhile", pod=assumed.key, node=host, error=status.message)
+        return
     sched.cache.forget_pod(assumed)
     from scheduler.schedule_one import ASSIGNED_POD_DELETE
 

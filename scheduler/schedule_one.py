@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -84,6 +84,10 @@ class ScheduleResult:
     feasible_nodes: int
 
 
+def _always() -> bool:
+    return True
+
+
 def _now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -116,6 +120,8 @@ class Scheduler:
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
+        # False once this process may no longer write (a deposed leader): binding cycles stop before Bind.
+        self.may_write: Callable[[], bool] = _always
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -133,10 +139,20 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def drain(self) -> None:
-        """Wait for in-flight binding cycles and API writes (tests and shutdown)."""
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for in-flight binding cycles and API writes (tests and shutdown); past `grace`
+        seconds, cancel whatever is left."""
+        deadline = None if grace is None else time.monotonic() + grace
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                pending = list(self._tasks)
+                log.warning("shutdown: cancelling unfinished binding cycles and writes", count=len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=left)
 
     # ---- one cycle -----------------------------------------------------------------------
 

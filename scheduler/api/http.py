@@ -2,6 +2,10 @@
 
 Credentials come from the `kubernetes` package's kubeconfig / in-cluster loaders so that
 every auth form they support works here too; requests reuse one connection pool.
+
+Every failure — an HTTP error, a refused or reset connection, a request that outlives its
+timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. A write fence
+(leader election's `leading`) refuses every write once this process may no longer write.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +30,9 @@ from scheduler.model.objects import Pod
 # Re-reading the kubeconfig/token on every request costs more than the request itself; bound
 # service-account tokens are refreshed by the kubelet long before they expire.
 AUTH_REFRESH_SECONDS = 60.0
+# A request (not a watch) that takes longer than this is abandoned as failed.
+REQUEST_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass
@@ -88,6 +95,14 @@ def load_connection(kubeconfig: str | None) -> Connection:
 USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
+def _describe(exc: BaseException) -> str:
+    """aiohttp's timeouts carry no message; name them."""
+    text = str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"timed out ({text})" if text else "timed out"
+    return text or type(exc).__name__
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -95,12 +110,21 @@ def _now() -> str:
 class HttpApiClient:
     """The real ApiClient. One aiohttp session, bounded connection pool."""
 
-    def __init__(self, connection: Connection, component: str, max_connections: int = 64) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        component: str,
+        max_connections: int = 64,
+        request_timeout: float = REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
         self._conn = connection
         self._component = component
         self._instance = socket.gethostname()
         self._session: aiohttp.ClientSession | None = None
         self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        # Writes are refused while this returns False (set by leader election; None: always allowed).
+        self.write_fence: Callable[[], bool] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -114,14 +138,21 @@ class HttpApiClient:
         path: str,
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        *,
+        fenced: bool = True,
     ) -> Any:
+        """One request; `fenced=False` only for the lease itself, which must be written to be kept."""
+        if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
+            raise ApiError(0, f"{method} {path}: not the leader; refusing to write", "NotLeader")
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
         data = json.dumps(body) if body is not None else None
         try:
-            async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
+            async with self._get_session().request(
+                method, self._conn.host + path, data=data, headers=headers, timeout=self._timeout
+            ) as resp:
                 text = await resp.text()
                 if resp.status == 401:
                     self._conn.invalidate_auth()
@@ -134,18 +165,24 @@ class HttpApiClient:
                         pass
                     raise ApiError(resp.status, message, reason)
                 return json.loads(text) if text else None
-        except aiohttp.ClientError as exc:
-            raise ApiError(0, f"{method} {path}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc
+        except ValueError as exc:  # a 2xx answer that is not JSON (a proxy's page)
+            raise ApiError(0, f"{method} {path}: invalid JSON in the response: {exc}") from exc
 
-    async def stream(self, method: str, path: str) -> AsyncIterator[bytes]:
-        """The response body in chunks as they arrive (watches); no overall timeout."""
+    async def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncIterator[bytes]:
+        """The response body in chunks as they arrive (watches): no overall timeout, but ApiError when
+        nothing arrives for `read_timeout` seconds (a black-holed connection)."""
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
         try:
             async with self._get_session().request(
-                method, self._conn.host + path, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
+                method,
+                self._conn.host + path,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS, sock_read=read_timeout),
             ) as resp:
                 if resp.status >= 400:
                     text = await resp.text()
@@ -154,8 +191,8 @@ class HttpApiClient:
                     raise ApiError(resp.status, text)
                 async for chunk in resp.content.iter_any():
                     yield chunk
-        except aiohttp.ClientError as exc:
-            raise ApiError(0, f"{method} {path}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc
 
     async def bind(self, pod: Pod, node_name: str) -> None:
         body = {

@@ -6,6 +6,11 @@ deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a f
 of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
 reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a
 broken stream, list again and report objects that vanished meanwhile as DELETED.
+
+A watch never stalls and never dies: every watch request asks the server to end it after
+`timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends
+every minute) arrives for `read_timeout` seconds; any failure, including a failing relist, is
+retried with capped exponential backoff until the task is cancelled.
 """
 
 from __future__ import annotations
@@ -24,13 +29,27 @@ log = structlog.get_logger("watch")
 
 Handler = Callable[[str, Mapping[str, Any]], None]
 
+# The apiserver's watch cache sends a bookmark to every watcher about once a minute.
+WATCH_READ_TIMEOUT_SECONDS = 90.0
+INITIAL_BACKOFF_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 5.0
+
 
 class Reflector:
-    def __init__(self, client: HttpApiClient, path: str, handler: Handler, timeout_seconds: int = 300) -> None:
+    def __init__(
+        self,
+        client: HttpApiClient,
+        path: str,
+        handler: Handler,
+        timeout_seconds: int = 300,
+        read_timeout: float = WATCH_READ_TIMEOUT_SECONDS,
+    ) -> None:
         self.client = client
         self.path = path  # collection path, may carry a query (e.g. a field selector)
         self.handler = handler
         self.timeout_seconds = timeout_seconds
+        self.read_timeout = read_timeout
+        self.relists = 0
         self.resource_version = ""
         self._known: dict[str, Mapping[str, Any]] = {}  # uid -> last object seen
 
@@ -40,6 +59,7 @@ class Reflector:
     async def list(self) -> None:
         """(Re)list: ADDED for every object, DELETED for known objects no longer there."""
         body = await self.client.request("GET", self.path)
+        self.relists += 1
         seen: dict[str, Mapping[str, Any]] = {}
         for item in body.get("items") or ():
             uid = (item.get("metadata") or {}).get("uid", "")
@@ -77,7 +97,7 @@ class Reflector:
         if self.resource_version:
             query += f"&resourceVersion={self.resource_version}"
         buffer = b""
-        async for chunk in self.client.stream("GET", f"{self.path}{self._sep()}{query}"):
+        async for chunk in self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout):
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
@@ -87,22 +107,20 @@ class Reflector:
 
     async def run(self, listed: bool = False) -> None:
         """Watch forever (until cancelled); `listed` when list() already ran."""
-        if not listed:
-            await self.list()
-        backoff = 0.2
+        must_list = not listed
+        backoff = INITIAL_BACKOFF_SECONDS
         while True:
             try:
-                if not await self.watch_once():
+                if must_list:
                     await self.list()
-                backoff = 0.2
+                    must_list = False
+                must_list = not await self.watch_once()
+                backoff = INITIAL_BACKOFF_SECONDS
             except (ApiError, ValueError) as exc:
+                must_list = True
                 if isinstance(exc, ApiError) and exc.status == 410:
-                    await self.list()
+                    log.info("watch expired; relisting", path=self.path)
                     continue
                 log.warning("watch failed; retrying", path=self.path, error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                try:
-                    await self.list()
-                except ApiError as list_error:
-                    log.warning("relist failed", path=self.path, error=str(list_error))
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
