@@ -74,7 +74,8 @@ async def binding_cycle(
 def _abandon(sched: Scheduler, fw: Framework, state: CycleState, assumed: Pod, host: str) -> None:
     """A deposed leader drops the pod without a write: no Bind, no requeue, no failure report."""
     fw.run_unreserve(state, assumed, host)
-    sched.cache.forget_pod(assumed)
+    if sched.cache.is_assumed(assumed.uid):
+        sched.cache.forget_pod(assumed)
     log.info("not binding: no longer the leader", pod=assumed.key, node=host)
 
 
@@ -96,7 +97,15 @@ def _undo(
     sched.cache.forget_pod(assumed)
     from scheduler.schedule_one import ASSIGNED_POD_DELETE
 
-    sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+    if not status.is_rejection:
+        sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
     rejected_by = status.plugin if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE) else ""
     sched.handle_failure(fw, info, status, None, None, rejected_by=rejected_by)
+    if status.is_rejection:
+        # As kube: after the pod is requeued, and never for the pod itself — the room its own undo
+        # frees is no reason to retry a pod a plugin rejected (the move would otherwise be an
+        # in-flight event of its own cycle and wake it at once).
+        sched.queue.move_all_to_active_or_backoff(
+            ASSIGNED_POD_DELETE, assumed, None, pre_check=lambda pod: pod.uid != assumed.uid
+        )

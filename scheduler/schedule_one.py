@@ -58,6 +58,15 @@ class NoNodesAvailable(Exception):
         return NO_NODES_AVAILABLE
 
 
+class PluginError(RuntimeError):
+    """A plugin answered with an Error status (often a pod field it cannot parse): its message says
+    what is wrong, so it is logged as one line, not with a traceback."""
+
+
+# Pods whose last scheduling error was logged (uid -> message); forgotten wholesale past this size.
+_MAX_REMEMBERED_ERRORS = 10_000
+
+
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
     """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
@@ -122,6 +131,7 @@ class Scheduler:
         self.pending_pods: dict[str, Pod] = {}
         # False once this process may no longer write (a deposed leader): binding cycles stop before Bind.
         self.may_write: Callable[[], bool] = _always
+        self._logged_errors: dict[str, str] = {}
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -179,12 +189,7 @@ class Scheduler:
             return
         except Exception as exc:
             self._observe(fw, "error", started)
-            log.error(
-                "scheduling cycle failed",
-                pod=pod.key,
-                error=str(exc),
-                exc_info=not isinstance(exc, NoNodesAvailable),
-            )
+            self._log_cycle_error(pod, exc)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
@@ -210,6 +215,18 @@ class Scheduler:
         from scheduler.binding import binding_cycle
 
         self.spawn(binding_cycle(self, fw, state, info, assumed, host, started))
+
+    def _log_cycle_error(self, pod: Pod, exc: Exception) -> None:
+        """Once per pod and message: a pod that keeps failing the same way does not flood the log."""
+        message = str(exc)
+        if self._logged_errors.get(pod.uid) == message:
+            log.debug("scheduling cycle failed again", pod=pod.key, error=message)
+            return
+        if len(self._logged_errors) >= _MAX_REMEMBERED_ERRORS:
+            self._logged_errors.clear()
+        self._logged_errors[pod.uid] = message
+        expected = isinstance(exc, NoNodesAvailable | PluginError)
+        log.error("scheduling cycle failed", pod=pod.key, error=message, exc_info=not expected)
 
     def _skip(self, pod: Pod) -> bool:
         """A deleted pod, or one whose earlier cycle is still binding, is not scheduled again."""
@@ -240,7 +257,7 @@ class Scheduler:
         pre_result, status, rejecting = fw.run_pre_filter(state, pod, all_nodes)
         if status is not None:
             if not status.is_rejection:
-                raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message}")
+                raise PluginError(f"running PreFilter plugin {status.plugin}: {status.message}")
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
             diagnosis.unschedulable_plugins |= rejecting or ({status.plugin} if status.plugin else set())
@@ -318,7 +335,7 @@ class Scheduler:
             # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
             raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
         if status.code == Code.ERROR:
-            raise RuntimeError(f"running Filter plugin {status.plugin}: {status.message}")
+            raise PluginError(f"running Filter plugin {status.plugin}: {status.message}")
         diagnosis.node_to_status[info.name] = status
         diagnosis.unschedulable_plugins.add(status.plugin)
 
@@ -378,12 +395,12 @@ class Scheduler:
             return np.ones(len(nodes), np.int64)
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         position = self.snapshot.position
         rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
         totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         return totals
 
     # ---- failures ------------------------------------------------------------------------

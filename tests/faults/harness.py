@@ -128,10 +128,14 @@ class Replica:
         self._proc.wait(timeout=30)
         self.returncode  # noqa: B018 - records exited_at
 
-    def wait_exit(self, timeout: float) -> int:
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code, or None when it is still running after `timeout` seconds."""
         assert self._proc is not None
-        code = self._proc.wait(timeout=timeout)
-        self.returncode  # noqa: B018
+        try:
+            code = self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.returncode  # noqa: B018 - records exited_at
         return code
 
     def stop(self) -> int | None:

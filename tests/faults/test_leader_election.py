@@ -64,9 +64,9 @@ def test_leader_with_a_frozen_connection_steps_down_and_never_binds_after_the_st
             proxy.freeze()
             wait_for(lambda: _leads(standby), timeout=30, what="replica b takes the lease")
             taken_at = _acquired_at(_lease_spec(control_plane, lease))
-            code = leader.wait_exit(timeout=LEASE_TIMINGS[1] + 25)
-            assert leader.exited_at is not None
-            exit_seconds = leader.exited_at - frozen_at
+            code = leader.wait_exit(timeout=LEASE_TIMINGS[1] + 20)
+            exit_seconds = (leader.exited_at or time.time()) - frozen_at
+            # The connection comes back: a leader that did not step down would bind from its stale cache now.
             proxy.thaw()
             stream.finish()
             binds_by_leader = [f for f in proxy.forwarded_since(0, _is_bind) if f.status == 201]
@@ -87,7 +87,7 @@ def test_leader_with_a_frozen_connection_steps_down_and_never_binds_after_the_st
     )
     late_writes = [f for f in proxy.forwarded if f.at >= taken_at and f.method != "GET"]
     assert late_writes == [], late_writes
-    assert code == 1
+    assert code == 1, f"the deposed leader is still running {exit_seconds:.0f}s after the freeze"
     assert exit_seconds < LEASE_TIMINGS[1] + 12, exit_seconds
     log = leader.log_text()
     assert log.count("Leaderelection lost") == 1, leader.log_tail()
