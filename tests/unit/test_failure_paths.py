@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 import structlog
@@ -111,7 +111,7 @@ def scheduler_with(client: FakeApiClient, **points: Sequence[Plugin]) -> tuple[S
     return sched, Informers(sched, workloads=fw.handle.workloads)
 
 
-def crash_logs(logs: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def crash_logs(logs: Sequence[MutableMapping[str, Any]]) -> list[tuple[str, str, str]]:
     return [(e["extension_point"], e["plugin"], e["pod"]) for e in logs if e["event"] == "plugin raised an exception"]
 
 
