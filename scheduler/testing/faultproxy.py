@@ -5,7 +5,8 @@ kubeconfig pointing at the proxy verifies against the same CA), forwarding every
 apiserver (watches streamed), and on the test's word: freezing (every request, new or in flight,
 is held with no answer — a black-holed connection; a held request whose client gave up is dropped
 on thaw, never delivered late), answering bursts of 429 with Retry-After or 500, and slowing
-answers down. Records every forwarded request (when, method, path, status) so a test can say what
+answers down, or stalling the bodies of answers already streaming (a watch on a dead connection).
+Records every forwarded request (when, method, path, status) so a test can say what
 reached the apiserver through it and when.
 
 Must never: listen on anything but 127.0.0.1, or be imported by the scheduler. It runs its own
@@ -97,6 +98,7 @@ class FaultProxy:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._thawed: asyncio.Event | None = None
+        self._streaming: set[asyncio.Event] = set()  # one per answer being streamed: set while it flows
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self.forwarded: list[Forwarded] = []
@@ -145,8 +147,9 @@ class FaultProxy:
         self._loop.close()
 
     async def _stop(self) -> None:
-        if self._thawed is not None:
-            self._thawed.set()
+        for event in (self._thawed, *self._streaming):
+            if event is not None:
+                event.set()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -170,6 +173,20 @@ class FaultProxy:
 
     def thaw(self) -> None:
         self._call(self._set_frozen, False)
+
+    def stall_streams(self) -> None:
+        """Stop delivering the bodies of the answers streaming now (watches); later requests still pass."""
+        self._call(self._set_streams_stalled, True)
+
+    def resume_streams(self) -> None:
+        self._call(self._set_streams_stalled, False)
+
+    def _set_streams_stalled(self, stalled: bool) -> None:
+        for flowing in self._streaming:
+            if stalled:
+                flowing.clear()
+            else:
+                flowing.set()
 
     def _set_frozen(self, frozen: bool) -> None:
         assert self._thawed is not None
@@ -256,11 +273,18 @@ class FaultProxy:
                 headers={k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS},
             )
             await response.prepare(request)
-            with contextlib.suppress(aiohttp.ClientError, ConnectionResetError):
-                async for chunk in upstream.content.iter_any():
-                    if not await self._held(request):
-                        break
-                    await response.write(chunk)
+            flowing = asyncio.Event()
+            flowing.set()
+            self._streaming.add(flowing)
+            try:
+                with contextlib.suppress(aiohttp.ClientError, ConnectionResetError):
+                    async for chunk in upstream.content.iter_any():
+                        await flowing.wait()
+                        if not await self._held(request):
+                            break
+                        await response.write(chunk)
+            finally:
+                self._streaming.discard(flowing)
             with contextlib.suppress(ConnectionResetError):
                 await response.write_eof()
         return response
