@@ -10,6 +10,7 @@ timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import ssl
@@ -33,6 +34,9 @@ AUTH_REFRESH_SECONDS = 60.0
 # A request (not a watch) that takes longer than this is abandoned as failed.
 REQUEST_TIMEOUT_SECONDS = 30.0
 CONNECT_TIMEOUT_SECONDS = 10.0
+# client-go's retries of a 429 / 5xx that carries Retry-After.
+MAX_RETRIES = 10
+MAX_RETRY_AFTER_SECONDS = 10
 
 
 @dataclass
@@ -95,6 +99,16 @@ def load_connection(kubeconfig: str | None) -> Connection:
 USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
+def _retry_after(resp: aiohttp.ClientResponse) -> float | None:
+    """The wait a 429 or 5xx asks for with Retry-After (whole seconds, at most MAX_RETRY_AFTER)."""
+    if resp.status != 429 and resp.status < 500:
+        return None
+    value = resp.headers.get("Retry-After", "")
+    if not value.isdigit():
+        return None
+    return float(min(int(value), MAX_RETRY_AFTER_SECONDS))
+
+
 def _describe(exc: BaseException) -> str:
     """aiohttp's timeouts carry no message; name them."""
     text = str(exc)
@@ -141,7 +155,23 @@ class HttpApiClient:
         *,
         fenced: bool = True,
     ) -> Any:
-        """One request; `fenced=False` only for the lease itself, which must be written to be kept."""
+        """One request; `fenced=False` only for the lease itself, which must be written to be kept.
+
+        As client-go: a 429, or a 5xx with Retry-After, is retried after the time the server asked
+        for, up to MAX_RETRIES times (the server did not act on the request).
+        """
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return await self._send(method, path, body, content_type, fenced)
+            except ApiError as exc:
+                if exc.retry_after is None or attempt == MAX_RETRIES:
+                    raise
+                await asyncio.sleep(exc.retry_after)
+        raise AssertionError("unreachable")
+
+    async def _send(
+        self, method: str, path: str, body: Mapping[str, Any] | None, content_type: str, fenced: bool
+    ) -> Any:
         if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
             raise ApiError(0, f"{method} {path}: not the leader; refusing to write", "NotLeader")
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
@@ -163,7 +193,7 @@ class HttpApiClient:
                         reason, message = status.get("reason", ""), status.get("message", text)
                     except ValueError:
                         pass
-                    raise ApiError(resp.status, message, reason)
+                    raise ApiError(resp.status, message, reason, _retry_after(resp))
                 return json.loads(text) if text else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc

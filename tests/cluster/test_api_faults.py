@@ -148,3 +148,20 @@ async def test_a_black_holed_watch_is_dropped_after_the_read_timeout(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await client.close()
+
+
+async def test_429_with_retry_after_is_retried_and_a_bare_500_is_not(proxy: FaultProxy, tmp_path: Path) -> None:
+    client = _client(proxy, tmp_path)
+    try:
+        proxy.fail(429, 2, retry_after=1)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        assert (await client.request("GET", "/api/v1/namespaces/default"))["metadata"]["name"] == "default"
+        assert loop.time() - began >= 1.9  # waited as asked, twice
+        assert proxy.injected.by_status[429] == 2
+        proxy.fail(500, 1)
+        with pytest.raises(ApiError) as raised:
+            await client.request("GET", "/api/v1/namespaces/default")
+        assert raised.value.status == 500
+    finally:
+        await client.close()
