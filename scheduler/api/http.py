@@ -15,7 +15,7 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,8 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 # client-go's retries of a 429 / 5xx that carries Retry-After.
 MAX_RETRIES = 10
 MAX_RETRY_AFTER_SECONDS = 10
+# Failure reports (status patches, events) ride out an apiserver outage this long.
+OUTAGE_RETRY_SECONDS = 30.0
 
 
 @dataclass
@@ -97,6 +99,23 @@ def load_connection(kubeconfig: str | None) -> Connection:
 
 # The apiserver records this (up to the "/") as the field manager of every write we make.
 USER_AGENT = f"secondary-scheduler/{__version__}"
+
+
+async def _through_outage(send: Callable[[], Awaitable[Any]]) -> Any:
+    """Retry a status patch or an event while the apiserver is unreachable or failing (5xx), for up to
+    OUTAGE_RETRY_SECONDS: a failure report lost to a restart would otherwise wait for the pod's next
+    attempt (kube retries status patches on such errors, and client-go's recorder retries events)."""
+    deadline = time.monotonic() + OUTAGE_RETRY_SECONDS
+    pause = 0.5
+    while True:
+        try:
+            return await send()
+        except ApiError as exc:
+            transient = (exc.status == 0 and exc.reason != "NotLeader") or exc.status in (500, 502, 503, 504)
+            if not transient or time.monotonic() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 4.0)
 
 
 def _retry_after(resp: aiohttp.ClientResponse) -> float | None:
@@ -243,11 +262,13 @@ class HttpApiClient:
             status["nominatedNodeName"] = nominated_node_name or None
         if not status:
             return
-        await self.request(
-            "PATCH",
-            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
-            {"metadata": {"uid": pod.uid}, "status": status},
-            content_type="application/strategic-merge-patch+json",
+        await _through_outage(
+            lambda: self.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                {"metadata": {"uid": pod.uid}, "status": status},
+                content_type="application/strategic-merge-patch+json",
+            )
         )
 
     async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
@@ -272,7 +293,7 @@ class HttpApiClient:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
+        await _through_outage(lambda: self.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body))
 
     async def delete_pod(self, pod: Pod) -> None:
         await self.request(

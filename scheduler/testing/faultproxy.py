@@ -102,6 +102,7 @@ class FaultProxy:
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self.forwarded: list[Forwarded] = []
+        self.delayed_now: list[str] = []  # paths of the requests being held by slow() right now
         self.injected = InjectedCounts()
         self.port = 0
 
@@ -243,7 +244,12 @@ class FaultProxy:
         if rule is not None and rule.delay:
             with self._lock:
                 self.injected.delayed += 1
-            await asyncio.sleep(rule.delay)
+                self.delayed_now.append(path)
+            try:
+                await asyncio.sleep(rule.delay)
+            finally:
+                with self._lock:
+                    self.delayed_now.remove(path)
         elif rule is not None and rule.status:
             with self._lock:
                 self.injected.by_status[rule.status] = self.injected.by_status.get(rule.status, 0) + 1
