@@ -4,8 +4,9 @@ kopf stays in charge of the low-volume kinds; pods grow with the scheduling rate
 the cluster (heartbeats), and kopf's per-event machinery (a worker task per object, diff-base
 deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a fifth to a third
 of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
-reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a
-broken stream, list again and report objects that vanished meanwhile as DELETED.
+reflector: list, then watch from the list's resourceVersion with bookmarks; a watch that breaks
+(connection refused or reset, 429) is resumed from the last resourceVersion seen; on "410 Gone"
+or any other error, list again and report objects that vanished meanwhile as DELETED.
 
 A watch never stalls and never dies: every watch request asks the server to end it after
 `timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends
@@ -117,10 +118,12 @@ class Reflector:
                 must_list = not await self.watch_once()
                 backoff = INITIAL_BACKOFF_SECONDS
             except (ApiError, ValueError) as exc:
-                must_list = True
                 if isinstance(exc, ApiError) and exc.status == 410:
+                    must_list = True
                     log.info("watch expired; relisting", path=self.path)
                     continue
+                resumable = isinstance(exc, ApiError) and exc.status in (0, 429) and self.resource_version
+                must_list = must_list or not resumable
                 log.warning("watch failed; retrying", path=self.path, error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
