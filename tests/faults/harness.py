@@ -452,22 +452,35 @@ def record(outcome: Outcome) -> None:
     row["problems"] = len(outcome.problems)
     row["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows[outcome.fault] = row
-    ordered = sorted(rows.values(), key=lambda r: str(r["fault"]))
-    RESULTS_JSON.write_text(json.dumps(ordered, indent=1) + "\n")
+    RESULTS_JSON.write_text(json.dumps(sorted(rows.values(), key=lambda r: str(r["fault"])), indent=1) + "\n")
+    render()
+
+
+def render() -> None:
+    """RESULTS.md from RESULTS.json."""
+    ordered = json.loads(RESULTS_JSON.read_text())
     lines = [
         "# Fault suite results",
         "",
         "Written by `pytest -m cluster tests/faults` (tests/faults/harness.py); every figure is from the",
         f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
+        f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
+        f"onto {NODE_COUNT} kwok nodes.",
+        "*lost*: neither bound nor PodScheduled=False with a FailedScheduling event;",
+        "*overcommitted*: nodes whose summed requests (every scheduler's pods) exceed allocatable;",
+        "*double-bound*: pods with more than one Scheduled event; *seconds to recover*: from the end of the",
+        "fault (for a takeover or restart: from the fault itself) to the next bind, at the apiserver's 1 s",
+        "resolution of PodScheduled times (`< 1`: binding never stopped or resumed within the second).",
         "",
         "| fault | pods | nodes | bound | unschedulable | lost | overcommitted | double-bound "
         "| seconds to recover | measured |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for r in ordered:
+        recover = f"{r['recover_seconds']:g}" if r["recover_seconds"] >= 1 else "< 1"
         lines.append(
             f"| {r['fault']} | {r['pods']} | {r['nodes']} | {r['bound']} | {r['unschedulable']} | {r['lost']} | "
-            f"{r['overcommitted']} | {r['double_bound']} | {r['recover_seconds']:g} | {r['measured']} |"
+            f"{r['overcommitted']} | {r['double_bound']} | {recover} | {r['measured']} |"
         )
     RESULTS_MD.write_text("\n".join(lines) + "\n")
 
