@@ -15,7 +15,7 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -219,7 +219,7 @@ class HttpApiClient:
         except ValueError as exc:  # a 2xx answer that is not JSON (a proxy's page)
             raise ApiError(0, f"{method} {path}: invalid JSON in the response: {exc}") from exc
 
-    async def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncIterator[bytes]:
+    async def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncGenerator[bytes, None]:
         """The response body in chunks as they arrive (watches): no overall timeout, but ApiError when
         nothing arrives for `read_timeout` seconds (a black-holed connection)."""
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}

@@ -67,15 +67,11 @@ class LeaseElector:
 
     async def _attempt(self, budget: float) -> bool:
         """One try_acquire_or_renew, given up after `budget` seconds (a black-holed connection)."""
-        started = self._clock()
         try:
-            acquired = await asyncio.wait_for(self.try_acquire_or_renew(), timeout=budget)
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=budget)
         except TimeoutError:
             log.warning("lease request timed out", lease=f"{self.namespace}/{self.name}", timeout=round(budget, 3))
             return False
-        if acquired:
-            self._renewed_at = started
-        return acquired
 
     async def try_acquire_or_renew(self) -> bool:
         now = self._clock()
@@ -98,6 +94,7 @@ class LeaseElector:
                 log.info("creating lease failed", lease=self.name, error=str(create_error))
                 return False
             self._observe(spec, now)
+            self._renewed_at = now
             return True
         spec = lease.get("spec") or {}
         if spec != self._observed_spec:
@@ -120,6 +117,7 @@ class LeaseElector:
             log.info("updating lease failed", lease=self.name, error=str(exc))
             return False
         self._observe(new_spec, now)
+        self._renewed_at = now
         return True
 
     def _spec(self, transitions: int, acquire: bool, previous: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ retried with capped exponential backoff until the task is cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -98,12 +99,16 @@ class Reflector:
         if self.resource_version:
             query += f"&resourceVersion={self.resource_version}"
         buffer = b""
-        async for chunk in self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout):
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if line.strip() and not self._dispatch(json.loads(line)):
-                    return False
+        # aclosing: leaving the loop early (a relist) must close the response now, not at garbage collection.
+        async with contextlib.aclosing(
+            self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout)
+        ) as chunks:
+            async for chunk in chunks:
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip() and not self._dispatch(json.loads(line)):
+                        return False
         return True
 
     async def run(self, listed: bool = False) -> None:

@@ -155,6 +155,8 @@ class FaultProxy:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+            # aiohttp's advice for TLS: give the transports a moment to close before the loop stops.
+            await asyncio.sleep(0.25)
 
     @property
     def server(self) -> str:
