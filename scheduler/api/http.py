@@ -315,3 +315,6 @@ class HttpApiClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+            # aiohttp's graceful shutdown for TLS: let the transports (one may have been cut mid-request
+            # by a timeout) finish closing before the loop goes away.
+            await asyncio.sleep(0.25)
