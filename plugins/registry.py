@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    defaultpreemption,
+    dynamicresources,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesourcesbalancedallocation,
@@ -16,6 +19,7 @@ from plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumeclaimguard,
 )
 from scheduler.framework.registry import Registry
 
@@ -33,6 +37,10 @@ IN_TREE = (
     imagelocality,
     podtopologyspread,
     interpodaffinity,
+    nodedeclaredfeatures,
+    dynamicresources,
+    volumeclaimguard,
+    defaultpreemption,
 )
 
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -37,7 +35,7 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 # client-go's retries of a 429 / 5xx that carries Retry-After.
 MAX_RETRIES = 10
 MAX_RETRY_AFTER_SECONDS = 10
-# Failure reports (status patches, events) ride out an apiserver outage this long.
+# Failure reports (status patches) ride out an apiserver outage this long.
 OUTAGE_RETRY_SECONDS = 30.0
 
 
@@ -102,9 +100,10 @@ USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
 async def _through_outage(send: Callable[[], Awaitable[Any]]) -> Any:
-    """Retry a status patch or an event while the apiserver is unreachable or failing (5xx), for up to
-    OUTAGE_RETRY_SECONDS: a failure report lost to a restart would otherwise wait for the pod's next
-    attempt (kube retries status patches on such errors, and client-go's recorder retries events)."""
+    """Retry a status patch while the apiserver is unreachable or failing (5xx), for up to
+    OUTAGE_RETRY_SECONDS: a PodScheduled=False condition lost to an apiserver restart would otherwise
+    wait for the pod's next attempt, up to 5 minutes (kube's own retry, which the failure report adds
+    on top, lasts about 1.5 s). Events need none of this: their broadcaster retries as client-go's."""
     deadline = time.monotonic() + OUTAGE_RETRY_SECONDS
     pause = 0.5
     while True:
@@ -136,10 +135,6 @@ def _describe(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class HttpApiClient:
     """The real ApiClient. One aiohttp session, bounded connection pool."""
 
@@ -152,7 +147,6 @@ class HttpApiClient:
     ) -> None:
         self._conn = connection
         self._component = component
-        self._instance = socket.gethostname()
         self._session: aiohttp.ClientSession | None = None
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
@@ -253,47 +247,43 @@ class HttpApiClient:
         await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
 
     async def patch_pod_status(
-        self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
-    ) -> None:
+        self,
+        pod: Pod,
+        condition: Mapping[str, Any] | None,
+        nominated_node_name: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> Mapping[str, Any] | None:
         status: dict[str, Any] = {}
         if condition is not None:
             status["conditions"] = [dict(condition)]
         if nominated_node_name is not None:
             status["nominatedNodeName"] = nominated_node_name or None
         if not status:
-            return
-        await _through_outage(
+            return None
+        metadata = {"uid": pod.uid}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        written: Mapping[str, Any] | None = await _through_outage(
             lambda: self.request(
                 "PATCH",
                 f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
-                {"metadata": {"uid": pod.uid}, "status": status},
+                {"metadata": metadata, "status": status},
                 content_type="application/strategic-merge-patch+json",
             )
         )
+        return written
 
-    async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
-        now = _now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-                "resourceVersion": pod.resource_version,
-            },
-            "type": event_type,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": self._component},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        await _through_outage(lambda: self.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body))
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        await self.request(
+            "PATCH",
+            f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}",
+            patch,
+            content_type="application/strategic-merge-patch+json",
+        )
 
     async def delete_pod(self, pod: Pod) -> None:
         await self.request(
