@@ -360,12 +360,18 @@ def check_invariants(
         items = _get(plane, f"/api/v1/namespaces/{namespace}/pods")["items"]
         if len(items) < expected_pods:
             return None
+        unbound = []
         for raw in items:
             if (raw.get("spec") or {}).get("nodeName"):
                 continue
             conditions = (raw.get("status") or {}).get("conditions") or ()
             if not any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
                 return None
+            unbound.append(raw["metadata"]["name"])
+        # Events are written after the condition, asynchronously: give them their moment too.
+        events = _events_by_pod(plane, namespace) if unbound else {}
+        if any(events.get(name, {}).get("FailedScheduling", 0) == 0 for name in unbound):
+            return None
         return list(items)
 
     try:
