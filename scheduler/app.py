@@ -215,6 +215,9 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     return settings
 
 
+# Shutdown waits this long for in-flight binding cycles and writes, then cancels them.
+DRAIN_TIMEOUT_SECONDS = 5.0
+
 # Terminal pods hold no resources: like kube-scheduler's informer, never see them (a pod that
 # finishes arrives as DELETED).
 POD_COLLECTION = "/api/v1/pods?fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed"
@@ -331,6 +334,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
                 renew_deadline=leader_election.renew_deadline,
                 retry_period=leader_election.retry_period,
             )
+            # A deposed leader writes nothing: the fence refuses every write, and binding cycles still
+            # in flight drop their pod before Bind (scheduler.may_write), the moment the renew deadline passes.
+            client.write_fence = elector.leading
+            scheduler.may_write = elector.leading
             leading = run_as_leader(elector, stop, scheduler.run)
         else:
             leading = scheduler.run()
@@ -355,7 +362,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
         scheduler.event_broadcaster.close()
-        await scheduler.drain()
+        await scheduler.drain(grace=DRAIN_TIMEOUT_SECONDS)
         await client.close()
         await event_client.close()
         await runner.cleanup()

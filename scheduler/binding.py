@@ -82,6 +82,9 @@ async def _bind(
         if status is None:
             point = "PreBind"
             status = await fw.run_pre_bind(state, assumed, host)
+        if status is None and not sched.may_write():
+            _abandon(sched, fw, state, assumed, host)
+            return False
         if status is None:
             point = "Bind"
             status = await fw.run_bind(state, assumed, host)
@@ -100,6 +103,14 @@ async def _bind(
     return False
 
 
+def _abandon(sched: Scheduler, fw: Framework, state: CycleState, assumed: Pod, host: str) -> None:
+    """A deposed leader drops the pod without a write: no Bind, no requeue, no failure report."""
+    fw.run_unreserve(state, assumed, host)
+    if sched.cache.is_assumed(assumed.uid):
+        sched.cache.forget_pod(assumed)
+    log.info("not binding: no longer the leader", pod=assumed.key, node=host)
+
+
 def _undo(
     sched: Scheduler,
     fw: Framework,
@@ -111,6 +122,11 @@ def _undo(
     waiting_rejected: bool = False,
 ) -> None:
     fw.run_unreserve(state, assumed, host)
+    if not sched.cache.is_assumed(assumed.uid):
+        # The informer saw the pod bound (by someone else, or our Bind landed despite the error):
+        # the cache holds the real pod; nothing to forget, requeue or report.
+        log.info("binding failed; pod is bound meanwhile", pod=assumed.key, node=host, error=status.message)
+        return
     sched.cache.forget_pod(assumed)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
     # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod

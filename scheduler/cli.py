@@ -7,8 +7,11 @@ import asyncio
 import signal
 import sys
 
+import structlog
+
 from scheduler import logs
 from scheduler.api.client import ApiError
+from scheduler.api.leaderelection import LeadershipLost
 from scheduler.config import ConfigError, parse_duration
 
 
@@ -133,4 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
             return 2
+        except LeadershipLost as exc:
+            # As kube-scheduler: one line, exit 1; the replica restarts as a standby.
+            structlog.get_logger("app").error("Leaderelection lost", reason=str(exc))
+            return 1
     return 0

@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +59,15 @@ class NoNodesAvailable(Exception):
         return NO_NODES_AVAILABLE
 
 
+class PluginError(RuntimeError):
+    """A plugin answered with an Error status (often a pod field it cannot parse): its message says
+    what is wrong, so it is logged as one line, not with a traceback."""
+
+
+# Pods whose last scheduling error was logged (uid -> message); forgotten wholesale past this size.
+_MAX_REMEMBERED_ERRORS = 10_000
+
+
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
     """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
@@ -83,6 +92,10 @@ class ScheduleResult:
     suggested_host: str
     evaluated_nodes: int
     feasible_nodes: int
+
+
+def _always() -> bool:
+    return True
 
 
 def _now_rfc3339() -> str:
@@ -180,6 +193,9 @@ class Scheduler:
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
+        # False once this process may no longer write (a deposed leader): binding cycles stop before Bind.
+        self.may_write: Callable[[], bool] = _always
+        self._logged_errors: dict[str, str] = {}
         self.event_broadcaster = event_broadcaster or EventBroadcaster(client)
         # One recorder per profile, reporting as the profile's scheduler name (as kube-scheduler).
         self.recorders: dict[str, EventRecorder] = {
@@ -206,11 +222,25 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def drain(self) -> None:
-        """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown)."""
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown); past
+        `grace` seconds, cancel whatever is left."""
+        deadline = None if grace is None else time.monotonic() + grace
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        await self.event_broadcaster.drain()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                pending = list(self._tasks)
+                log.warning("shutdown: cancelling unfinished binding cycles and writes", count=len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=left)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            await asyncio.wait_for(self.event_broadcaster.drain(), timeout=left)
+        except TimeoutError:
+            log.warning("shutdown: events left unwritten")
 
     # ---- one cycle -----------------------------------------------------------------------
 
@@ -254,7 +284,7 @@ class Scheduler:
         except Exception as exc:
             metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "error", started)
-            log.error("scheduling cycle failed", pod=pod.key, error=str(exc), exc_info=True)
+            self._log_cycle_error(pod, exc)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
@@ -284,6 +314,18 @@ class Scheduler:
         from scheduler.binding import binding_cycle
 
         self.spawn(binding_cycle(self, fw, state, info, assumed, host, started))
+
+    def _log_cycle_error(self, pod: Pod, exc: Exception) -> None:
+        """Once per pod and message: a pod that keeps failing the same way does not flood the log."""
+        message = str(exc)
+        if self._logged_errors.get(pod.uid) == message:
+            log.debug("scheduling cycle failed again", pod=pod.key, error=message)
+            return
+        if len(self._logged_errors) >= _MAX_REMEMBERED_ERRORS:
+            self._logged_errors.clear()
+        self._logged_errors[pod.uid] = message
+        expected = isinstance(exc, NoNodesAvailable | PluginError)
+        log.error("scheduling cycle failed", pod=pod.key, error=message, exc_info=not expected)
 
     def _skip(self, pod: Pod) -> bool:
         """A deleted pod, or one whose earlier cycle is still binding, is not scheduled again."""
@@ -315,7 +357,7 @@ class Scheduler:
         diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
             if not status.is_rejection:
-                raise RuntimeError(status.message)
+                raise PluginError(status.message)
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
             diagnosis.add_plugin_status(status)
@@ -401,7 +443,7 @@ class Scheduler:
             # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
             raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
         if status.code == Code.ERROR:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         diagnosis.node_to_status[info.name] = status
         diagnosis.add_plugin_status(status)
 
@@ -448,12 +490,12 @@ class Scheduler:
             return np.ones(len(nodes), np.int64)
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         position = self.snapshot.position
         rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
         totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         return totals
 
     # ---- failures ------------------------------------------------------------------------

@@ -2,6 +2,11 @@
 
 Status propagation, Skip handling, score normalisation/validation and weights, Unreserve in
 reverse order, Permit waiting, Bind chaining. Knows plugins only through the Protocols.
+
+A plugin that raises never stops the scheduling loop: at points with a Status the exception
+becomes an Error status naming the plugin; at points without one (QueueSort, Unreserve) it is
+logged — once per plugin and pod, not on every retry — and the point goes on. (PostBind's
+exceptions are the binding cycle's to log: it runs after the Binding is final.)
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import structlog
 
 from scheduler import metrics
 from scheduler.framework.interface import (
@@ -89,6 +95,11 @@ POINT_METHODS = {
 }
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+log = structlog.get_logger("framework")
+
+# (extension point, plugin, pod uid) already logged; forgotten wholesale past this size.
+_MAX_REMEMBERED_CRASHES = 10_000
 
 
 class FrameworkError(Exception):
@@ -343,19 +354,45 @@ class Framework:
             raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
         self.events = dict(events or {})
+        self._logged_crashes: set[tuple[str, str, str]] = set()
         handle.frameworks[profile_name] = self
+
+    def _plugin_raised(self, point: str, plugin: str, pod: Pod, exc: Exception) -> Status:
+        """Log a plugin's exception once per (point, plugin, pod); the Error status it stands for."""
+        key = (point, plugin, pod.uid)
+        if key not in self._logged_crashes:
+            if len(self._logged_crashes) >= _MAX_REMEMBERED_CRASHES:
+                self._logged_crashes.clear()
+            self._logged_crashes.add(key)
+            log.error(
+                "plugin raised an exception",
+                extension_point=point,
+                plugin=plugin,
+                pod=pod.key,
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=exc,
+            )
+        return Status.as_error(exc, plugin)
 
     # ---- queue ---------------------------------------------------------------------------
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return self.queue_sort.less(a, b)
+        try:
+            return self.queue_sort.less(a, b)
+        except Exception as exc:
+            # The heap must stay ordered whatever the plugin does: fall back to first come, first served.
+            self._plugin_raised("QueueSort", self.queue_sort.name, a.pod, exc)
+            return a.timestamp < b.timestamp
 
     @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         sampled = metrics.should_record_plugin_metrics()  # the queue samples per pod, not per cycle
         for plugin in self.pre_enqueue_plugins:
             started = time.perf_counter()
-            status = plugin.pre_enqueue(pod)
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as exc:
+                return self._plugin_raised("PreEnqueue", plugin.name, pod, exc)
             if sampled:
                 metrics.recorder.observe_plugin_duration(
                     metrics.PRE_ENQUEUE, plugin.name, status, time.perf_counter() - started
@@ -426,7 +463,10 @@ class Framework:
             if ext is None:
                 continue
             plugin_started = time.perf_counter()
-            status = ext.add_pod(state, pod, pod_to_add, node_info)
+            try:
+                status = ext.add_pod(state, pod, pod_to_add, node_info)
+            except Exception as exc:
+                return self._plugin_raised("PreFilterExtensionAddPod", plugin.name, pod, exc)
             metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_ADD_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
@@ -442,7 +482,10 @@ class Framework:
             if ext is None:
                 continue
             plugin_started = time.perf_counter()
-            status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            try:
+                status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            except Exception as exc:
+                return self._plugin_raised("PreFilterExtensionRemovePod", plugin.name, pod, exc)
             metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_REMOVE_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
@@ -683,7 +726,10 @@ class Framework:
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in reversed(self.reserve_plugins):
             plugin_started = time.perf_counter()
-            plugin.unreserve(state, pod, node_name)
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception as exc:
+                self._plugin_raised("Unreserve", plugin.name, pod, exc)
             metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
     @metrics.timed_extension_point(metrics.PERMIT)
