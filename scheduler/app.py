@@ -337,6 +337,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
             # A deposed leader writes nothing: the fence refuses every write, and binding cycles still
             # in flight drop their pod before Bind (scheduler.may_write), the moment the renew deadline passes.
             client.write_fence = elector.leading
+            event_client.write_fence = elector.leading
             scheduler.may_write = elector.leading
             leading = run_as_leader(elector, stop, scheduler.run)
         else:
