@@ -98,6 +98,30 @@ def ensure_binaries() -> Path:
     return bin_dir
 
 
+# kwok >= 0.8 has no built-in stages: these are the ones v0.7.0 played by default, from the kwok
+# module the control-plane build downloaded (the Go module cache).
+KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat/node-heartbeat.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+
+
+@functools.cache
+def kwok_stages() -> str:
+    """The kwok Stage documents (one YAML stream) for the pinned kwok version."""
+    modcache = subprocess.run(
+        ["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL
+    ).stdout.strip()
+    root = Path(modcache) / "sigs.k8s.io" / f"kwok@{pinned_versions()['KWOK_VERSION']}" / "kustomize" / "stage"
+    try:
+        return "\n---\n".join((root / name).read_text() for name in KWOK_STAGES)
+    except OSError as err:
+        raise ControlPlaneError(f"kwok stages not in the module cache ({err}); run {BUILD_SCRIPT}") from err
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct free loopback ports (bound to port 0 together, then released)."""
     with contextlib.ExitStack() as stack:
@@ -293,6 +317,7 @@ class ControlPlane:
         kwok: bool = True,
         apiserver_args: Sequence[str] = (),
         apiserver_verbosity: int = 1,
+        audit_policy: Mapping[str, Any] | None = None,
         ready_timeout: float = 60.0,
     ) -> None:
         self._requested_workdir = workdir
@@ -301,6 +326,7 @@ class ControlPlane:
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
         self._apiserver_verbosity = apiserver_verbosity
+        self._audit_policy = audit_policy
         self.ready_timeout = ready_timeout
         self._lock = threading.RLock()
         self._processes: list[ManagedProcess] = []
@@ -334,6 +360,11 @@ class ControlPlane:
     def ca_file(self) -> Path:
         """The apiserver's self-signed serving certificate followed by the CA that signed it."""
         return self._need_started() / "pki" / "serving" / "apiserver.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log (JSON lines), written when the plane has an audit_policy."""
+        return self.log_dir / "audit.log"
 
     @property
     def server(self) -> str:
@@ -447,6 +478,15 @@ class ControlPlane:
         tokens = pki / "tokens.csv"
         tokens.write_text(f'{self._token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         tokens.chmod(0o600)
+        audit_args: list[str] = []
+        if self._audit_policy is not None:
+            policy = workdir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(dict(self._audit_policy), sort_keys=False))
+            audit_args = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
 
         apiserver = self._spawn(
             "kube-apiserver",
@@ -472,6 +512,7 @@ class ControlPlane:
                 # (a loopback address) every 10 s; nothing in-cluster needs it.
                 "--endpoint-reconciler-type=none",
                 f"--v={self._apiserver_verbosity}",
+                *audit_args,
                 *self._apiserver_args,
             ],
             port=self._apiserver_port,
@@ -630,11 +671,14 @@ class ControlPlane:
         (port,) = free_ports(1)
         env = dict(os.environ)
         env["KWOK_WORKDIR"] = str(self.workdir / "kwok")
+        stages = self.workdir / "kwok" / "stages.yaml"
+        stages.write_text(kwok_stages())
         kwok = self._spawn(
             "kwok",
             [
                 str(bin_dir / "kwok"),
                 f"--kubeconfig={self.kubeconfig}",
+                f"--config={stages}",
                 "--manage-all-nodes=true",
                 f"--cidr={KWOK_POD_CIDR}",
                 f"--server-address={LOOPBACK}:{port}",  # only for its /healthz
