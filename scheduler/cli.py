@@ -10,6 +10,7 @@ import sys
 
 from scheduler import logs
 from scheduler.api.client import ApiError
+from scheduler.api.http import KubeconfigError
 from scheduler.config import ConfigError
 
 
@@ -24,8 +25,23 @@ def _parser() -> argparse.ArgumentParser:
         default="secondary-scheduler",
         help="schedulerName of the default profile when --config gives none (default: %(default)s)",
     )
-    run.add_argument("--metrics-port", type=int, default=10259, help="port for /metrics, /healthz, /readyz")
-    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--secure-port",
+        "--metrics-port",
+        dest="metrics_port",
+        type=int,
+        default=10259,
+        help="port of /metrics, /healthz, /livez, /readyz (default: %(default)s)",
+    )
+    run.add_argument("--bind-address", "--metrics-address", dest="metrics_address", default="0.0.0.0")
+    run.add_argument(
+        "--serve-plain-http",
+        action="store_true",
+        help="serve plain HTTP with no authentication or authorization (default: HTTPS, /metrics delegated to the "
+        "apiserver through TokenReview and SubjectAccessReview, as kube-scheduler)",
+    )
+    run.add_argument("--tls-cert-file", help="serving certificate (default: self-signed, made at start)")
+    run.add_argument("--tls-private-key-file", help="key of --tls-cert-file")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
@@ -80,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
             return 2
+        except KubeconfigError as exc:
+            print(f"secondary-scheduler: {exc}", file=sys.stderr)
+            return 2
         except ApiError as exc:
             print(f"secondary-scheduler: {exc}", file=sys.stderr)
             return 1
@@ -93,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             scheduler_name=args.scheduler_name,
             metrics_port=args.metrics_port,
             metrics_address=args.metrics_address,
+            plain_http=args.serve_plain_http,
+            tls_cert_file=args.tls_cert_file,
+            tls_key_file=args.tls_private_key_file,
             batch_window=args.batch_window,
             assumed_pod_ttl=args.assumed_pod_ttl,
             leader_elect=args.leader_elect,
@@ -115,4 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
             return 2
+        except KubeconfigError as exc:
+            print(f"secondary-scheduler: {exc}", file=sys.stderr)
+            return 2
+        except ApiError as exc:
+            # Start-up reads (the informers' first lists) name the request and the apiserver's answer,
+            # e.g. `namespaces is forbidden: User "…" cannot list resource "namespaces" …`.
+            print(f"secondary-scheduler: cannot start: {exc}", file=sys.stderr)
+            return 1
     return 0
