@@ -150,7 +150,6 @@ if __name__ == "__main__":
 
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-RUN_AS = 65532  # the chart's podSecurityContext.runAsUser, the image's USER
 
 
 def _container_env(container: Mapping[str, Any], pod_name: str, namespace: str) -> dict[str, str]:
@@ -200,10 +199,11 @@ def run_as_kubelet(
     mount paths: each ConfigMap volume's files, each emptyDir as a tmpfs (mounted last: it may hide
     the host's /tmp), and the service-account volume at /var/run/secrets/kubernetes.io/serviceaccount;
     the root filesystem is remounted read-only there (readOnlyRootFilesystem) and the command runs
-    as the pod's UID with the container's command, args and env, plus KUBERNETES_SERVICE_HOST/PORT
+    with the container's command, args and env, plus KUBERNETES_SERVICE_HOST/PORT
     pointing at the plane's apiserver (in-cluster mode: no kubeconfig). The command is looked up in
-    this interpreter's bin folder (the image's PATH). The mount points must exist on the host
-    (`host_mount_points`).
+    this interpreter's bin folder (the image's PATH). It keeps this process' UID: the interpreter
+    may live where UID 65532 cannot read (tests/image runs the image as 65532). The mount points must
+    exist on the host (`host_mount_points`).
     """
     deployment = find(docs, "Deployment")
     container = scheduler_container(docs)
@@ -251,11 +251,6 @@ def run_as_kubelet(
         "-c",
         "\n".join(script),
         "sh",
-        "setpriv",
-        f"--reuid={RUN_AS}",
-        f"--regid={RUN_AS}",
-        "--clear-groups",
-        "--",
         "env",
         "-i",
         *(f"{k}={v}" for k, v in env.items()),
