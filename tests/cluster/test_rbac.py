@@ -217,3 +217,32 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
                     if not any(_covers(where, one, e) for e in resource_events) and (group, resource, verb) not in KEPT:
                         unused.append((where, group, resource, verb))
     assert not unused, f"granted but never used (drop them or say in KEPT why they stay): {unused}"
+
+
+def test_missing_rbac_at_start_is_one_line_naming_the_verb_and_resource(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    status, _ = control_plane.http_request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "unbound"}},
+    )
+    assert status == 201
+    token = chart.service_account_token(control_plane, namespace, "unbound")
+    kubeconfig = chart.token_kubeconfig(control_plane, token, tmp_path / "kubeconfig")
+    (port,) = free_ports(1)
+    argv = [sys.executable, "-m", "scheduler", "run", f"--kubeconfig={kubeconfig}", "--serve-plain-http"]
+    proc = subprocess.run(
+        [*argv, "--bind-address=127.0.0.1", f"--secure-port={port}", "--no-leader-elect"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "secondary-scheduler: cannot start: 403 Forbidden: namespaces is forbidden: User "
+        f'"system:serviceaccount:{namespace}:unbound" cannot list resource "namespaces" in API group "" '
+        "at the cluster scope"
+    )
