@@ -64,12 +64,13 @@ def test_alert_rules_check_and_unit_tests(prometheus_bin: Path) -> None:
     assert "SUCCESS" in tested.stdout, tested.stdout
 
 
-def _workload(core: Any, namespace: str, scheduler_name: str) -> None:
-    for i in range(5):
-        core.create_namespaced_pod(namespace, make_pod(f"web-{i}", scheduler_name))
-    core.create_namespaced_pod(namespace, make_pod("too-big", scheduler_name, cpu="64"))
+def _workload(core: Any, namespace: str, scheduler_name: str, wave: int = 0) -> None:
+    names = [f"web-{wave}-{i}" for i in range(5)]
+    for name in names:
+        core.create_namespaced_pod(namespace, make_pod(name, scheduler_name))
+    core.create_namespaced_pod(namespace, make_pod(f"too-big-{wave}", scheduler_name, cpu="64"))
     wait_for(
-        lambda: all(core.read_namespaced_pod(f"web-{i}", namespace).spec.node_name for i in range(5)),
+        lambda: all(core.read_namespaced_pod(name, namespace).spec.node_name for name in names),
         timeout=60,
         what="5 pods bound",
     )
@@ -195,6 +196,10 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
         wait_for(lambda: any(r["value"][1] == "1" for r in query("up")), timeout=60, what="the target up")
         nodes(f"{namespace}-n0")
         _workload(core, namespace, scheduler_name)
+        # A series' first sample is its value then: rates need a second wave scraped after that one.
+        scheduled = 'sum(scheduler_schedule_attempts_total{result="scheduled"})'
+        wait_for(lambda: any(r["value"][1] == "5" for r in query(scheduled)), timeout=30, what="the first wave scraped")
+        _workload(core, namespace, scheduler_name, wave=1)
         queries = [
             (title, expr.replace("$job", ".+").replace("$__rate_interval", "1m"))
             for title, expr in _dashboard_queries()
