@@ -77,6 +77,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(exc: ConfigError | KubeconfigError | ApiError, api_prefix: str = "") -> int:
+    """One line on stderr, no traceback; exit code 2 for bad input, 1 for the API."""
+    if isinstance(exc, ConfigError):
+        print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, KubeconfigError):
+        print(f"secondary-scheduler: {exc}", file=sys.stderr)
+        return 2
+    print(f"secondary-scheduler: {api_prefix}{exc}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logs.configure(args.log_level, json_output=args.log_format == "json")
@@ -93,15 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                     name,
                 )
             )
-        except ConfigError as exc:
-            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
-            return 2
-        except KubeconfigError as exc:
-            print(f"secondary-scheduler: {exc}", file=sys.stderr)
-            return 2
-        except ApiError as exc:
-            print(f"secondary-scheduler: {exc}", file=sys.stderr)
-            return 1
+        except (ConfigError, KubeconfigError, ApiError) as exc:
+            return _fail(exc)
         return 0
     if args.command == "run":
         from scheduler.app import Options, run
@@ -134,15 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             asyncio.run(main_async())
-        except ConfigError as exc:
-            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
-            return 2
-        except KubeconfigError as exc:
-            print(f"secondary-scheduler: {exc}", file=sys.stderr)
-            return 2
-        except ApiError as exc:
+        except (ConfigError, KubeconfigError, ApiError) as exc:
             # Start-up reads (the informers' first lists) name the request and the apiserver's answer,
             # e.g. `namespaces is forbidden: User "…" cannot list resource "namespaces" …`.
-            print(f"secondary-scheduler: cannot start: {exc}", file=sys.stderr)
-            return 1
+            return _fail(exc, api_prefix="cannot start: ")
     return 0

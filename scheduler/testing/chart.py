@@ -259,3 +259,28 @@ def run_as_kubelet(
     ]
     with log_path.open("wb") as log:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def metrics_reader_token(plane: ControlPlane, namespace: str, account: str) -> str:
+    """A token of a new ServiceAccount bound to the chart's metrics-reader ClusterRole (what the
+    chart's `serviceMonitor.prometheusServiceAccounts` binds for Prometheus)."""
+    reader = find(
+        documents(render(plane.bin_dir, "reader", namespace)),
+        "ClusterRole",
+        "reader-secondary-scheduler-metrics-reader",
+    )
+    reader["metadata"]["name"] = f"{namespace}-{account}-metrics-reader"
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": reader["metadata"]["name"]},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader["metadata"]["name"]},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    service_account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": account, "namespace": namespace},
+    }
+    apply(plane, [reader, binding, service_account], namespace)
+    return service_account_token(plane, namespace, account)

@@ -5,10 +5,7 @@ ServiceMonitor's auth and every query of the chart's Grafana dashboard returns d
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -23,7 +20,7 @@ from scheduler.testing import chart
 from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
 from scheduler.testing.workload import make_pod, metrics_text, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
-from tests.cluster.test_rbac import https_get
+from tests.cluster.test_serving import secure_scheduler_process
 
 pytestmark = pytest.mark.cluster
 
@@ -102,22 +99,8 @@ def _dashboard_queries() -> list[tuple[str, str]]:
 
 @pytest.fixture
 def secure_scheduler(control_plane: ControlPlane, scheduler_name: str) -> Iterator[int]:
-    (port,) = free_ports(1)
-    log_path = control_plane.log_dir / f"scheduler-{scheduler_name}.log"
-    argv = [sys.executable, "-m", "scheduler", "run", f"--kubeconfig={control_plane.kubeconfig}", "--no-leader-elect"]
-    argv += [f"--scheduler-name={scheduler_name}", "--bind-address=127.0.0.1", f"--secure-port={port}"]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-    try:
-        wait_for(
-            lambda: proc.poll() is None and https_get(f"https://127.0.0.1:{port}/readyz")[0] == 200,
-            timeout=60,
-            what="scheduler /readyz",
-        )
+    with secure_scheduler_process(control_plane, scheduler_name) as port:
         yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_has_data(
@@ -132,20 +115,8 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
 ) -> None:
     # The ServiceMonitor's auth: Prometheus' own service-account token, bound to the chart's
     # metrics-reader ClusterRole; the self-signed serving certificate is not verified.
-    docs = chart.documents(chart.render(control_plane.bin_dir, "prom", namespace))
-    reader = chart.find(docs, "ClusterRole", "prom-secondary-scheduler-metrics-reader")
-    reader["metadata"]["name"] = f"{namespace}-metrics-reader"
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": f"{namespace}-metrics-reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader["metadata"]["name"]},
-        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-    }
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus", "namespace": namespace}}
-    chart.apply(control_plane, [reader, binding, account], namespace)
     token = tmp_path / "token"
-    token.write_text(chart.service_account_token(control_plane, namespace, "prometheus"))
+    token.write_text(chart.metrics_reader_token(control_plane, namespace, "prometheus"))
     monitor = chart.find(
         chart.documents(chart.render(control_plane.bin_dir, values={"serviceMonitor": {"enabled": True}})),
         "ServiceMonitor",

@@ -3,6 +3,7 @@ apiserver; health paths open to anyone; a provided serving certificate is the on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -33,15 +34,13 @@ def _service_account(plane: ControlPlane, namespace: str, name: str) -> str:
     return chart.service_account_token(plane, namespace, name)
 
 
-@pytest.fixture
-def secure_scheduler(control_plane: ControlPlane, tmp_path: Path, scheduler_name: str) -> Iterator[tuple[int, Path]]:
-    """The scheduler on HTTPS with a certificate of our own; yields (port, certificate)."""
-    cert, key = self_signed_certificate(tmp_path, "localhost")
+@contextlib.contextmanager
+def secure_scheduler_process(plane: ControlPlane, scheduler_name: str, *extra_args: str) -> Iterator[int]:
+    """The scheduler serving HTTPS (the default) with the admin kubeconfig; yields its port."""
     (port,) = free_ports(1)
-    log_path = control_plane.log_dir / f"scheduler-{scheduler_name}.log"
-    argv = [sys.executable, "-m", "scheduler", "run", f"--kubeconfig={control_plane.kubeconfig}"]
-    argv += [f"--scheduler-name={scheduler_name}", "--no-leader-elect", "--bind-address=127.0.0.1"]
-    argv += [f"--secure-port={port}", f"--tls-cert-file={cert}", f"--tls-private-key-file={key}"]
+    log_path = plane.log_dir / f"scheduler-{scheduler_name}.log"
+    argv = [sys.executable, "-m", "scheduler", "run", f"--kubeconfig={plane.kubeconfig}", "--no-leader-elect"]
+    argv += [f"--scheduler-name={scheduler_name}", "--bind-address=127.0.0.1", f"--secure-port={port}", *extra_args]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     try:
@@ -51,11 +50,21 @@ def secure_scheduler(control_plane: ControlPlane, tmp_path: Path, scheduler_name
             return https_get(f"https://127.0.0.1:{port}/readyz")[0] == 200
 
         wait_for(ready, timeout=60, what="scheduler /readyz")
-        yield port, cert
+        yield port
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0, log_path.read_text()[-3000:]
+
+
+@pytest.fixture
+def secure_scheduler(control_plane: ControlPlane, tmp_path: Path, scheduler_name: str) -> Iterator[tuple[int, Path]]:
+    """The scheduler on HTTPS with a certificate of our own; yields (port, certificate)."""
+    cert, key = self_signed_certificate(tmp_path, "localhost")
+    with secure_scheduler_process(
+        control_plane, scheduler_name, f"--tls-cert-file={cert}", f"--tls-private-key-file={key}"
+    ) as port:
+        yield port, cert
 
 
 def test_metrics_need_a_token_allowed_to_get_the_path(
@@ -69,18 +78,7 @@ def test_metrics_need_a_token_allowed_to_get_the_path(
     with verified.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost"):
         pass
     # The ServiceMonitor's way: a token whose user is bound to the chart's metrics-reader ClusterRole.
-    docs = chart.documents(chart.render(control_plane.bin_dir, "serving", namespace))
-    reader = chart.find(docs, "ClusterRole", "serving-secondary-scheduler-metrics-reader")
-    reader["metadata"]["name"] = f"{namespace}-metrics-reader"
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": f"{namespace}-metrics-reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader["metadata"]["name"]},
-        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}],
-    }
-    chart.apply(control_plane, [reader, binding], namespace)
-    prometheus = _service_account(control_plane, namespace, "prometheus")
+    prometheus = chart.metrics_reader_token(control_plane, namespace, "prometheus")
     nobody = _service_account(control_plane, namespace, "nobody")
     status, body = https_get(f"{base}/metrics", prometheus)
     assert status == 200 and "# TYPE scheduler_schedule_attempts_total counter" in body
