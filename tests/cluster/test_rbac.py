@@ -126,14 +126,14 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
     chart.apply(plane, docs, NAMESPACE)
     token = chart.service_account_token(plane, NAMESPACE, FULLNAME)
     # API Priority and Fairness puts the ServiceAccount's requests in the chart's FlowSchema.
-    _, body = plane.http_request("GET", f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{FULLNAME}")
+    _, schema = plane.http_request("GET", f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{FULLNAME}")
     request = urllib.request.Request(f"{plane.server}/api/v1/nodes?limit=1")
     request.add_header("Authorization", f"Bearer {token}")
     opener = urllib.request.build_opener(
         urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=plane.ssl_context())
     )
     with opener.open(request, timeout=10) as response:
-        assert response.headers["X-Kubernetes-PF-FlowSchema-UID"] == json.loads(body)["metadata"]["uid"]
+        assert response.headers["X-Kubernetes-PF-FlowSchema-UID"] == json.loads(schema)["metadata"]["uid"]
     kubeconfig = chart.token_kubeconfig(plane, token, tmp_path / "kubeconfig")
     config = tmp_path / "config.yaml"
     config.write_text(chart.config_file(docs))
