@@ -281,8 +281,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     finally:
         stop.set()
         scheduler.queue.close()
+        # kopf stops on the stop flag; the schedule loop too, and it must: cancelled, a leader would
+        # not release its Lease and the standby would wait out a whole lease duration.
         for task in tasks:
-            if task.get_name() != "kopf":
+            if task.get_name() not in ("kopf", "schedule-loop"):
                 task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):

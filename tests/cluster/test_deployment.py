@@ -103,8 +103,12 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
             assert leaders() == [leader]  # the standby never led, never scheduled
             # The leader goes away (a rolling update): it releases the lease, the standby takes over.
             proc, log_path, _ = replicas[leader]
+            (identity,) = {e["identity"] for e in _log_events(log_path) if e.get("event") == "acquired lease"}
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0, log_path.read_text()[-3000:]
+            # Released on the way out, not left to expire (the standby may hold it already).
+            lease = json.loads(control_plane.http_request("GET", lease_path)[1])
+            assert lease["spec"].get("holderIdentity") != identity, lease["spec"]
             core.create_namespaced_pod(namespace, make_pod("after-handover", scheduler_name))
             wait_for(
                 lambda: core.read_namespaced_pod("after-handover", namespace).spec.node_name,
