@@ -17,6 +17,7 @@ import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -91,13 +92,28 @@ class Connection:
         return None
 
 
+class KubeconfigError(ValueError):
+    """The kubeconfig (or the in-cluster service account) cannot be used; the message names which."""
+
+
 def load_connection(kubeconfig: str | None) -> Connection:
     """Kubeconfig file when given, otherwise the in-cluster service account."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        if not Path(kubeconfig).is_file():
+            raise KubeconfigError(f"kubeconfig {kubeconfig}: no such file")
+        try:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except Exception as exc:  # the loader raises ConfigException, but also TypeError/KeyError on odd YAML
+            raise KubeconfigError(f"kubeconfig {kubeconfig}: not usable: {exc}") from exc
     else:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise KubeconfigError(
+                f"in-cluster configuration (no --kubeconfig given): {exc} "
+                "(needs KUBERNETES_SERVICE_HOST/PORT and a token in /var/run/secrets/kubernetes.io/serviceaccount)"
+            ) from exc
     return Connection(cfg)
 
 

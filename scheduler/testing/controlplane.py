@@ -299,6 +299,7 @@ class ControlPlane:
         apiserver_args: Sequence[str] = (),
         apiserver_verbosity: int = 1,
         apiserver_version: str | None = None,
+        audit_policy: Mapping[str, Any] | None = None,
         ready_timeout: float = 60.0,
     ) -> None:
         """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
@@ -310,6 +311,7 @@ class ControlPlane:
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
         self._apiserver_verbosity = apiserver_verbosity
+        self._audit_policy = audit_policy
         self.ready_timeout = ready_timeout
         self._lock = threading.RLock()
         self._processes: list[ManagedProcess] = []
@@ -344,6 +346,11 @@ class ControlPlane:
     def ca_file(self) -> Path:
         """The apiserver's self-signed serving certificate followed by the CA that signed it."""
         return self._need_started() / "pki" / "serving" / "apiserver.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log (JSON lines), written when the plane has an audit_policy."""
+        return self.log_dir / "audit.log"
 
     @property
     def server(self) -> str:
@@ -457,6 +464,15 @@ class ControlPlane:
         tokens = pki / "tokens.csv"
         tokens.write_text(f'{self._token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         tokens.chmod(0o600)
+        audit_args: list[str] = []
+        if self._audit_policy is not None:
+            policy = workdir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(dict(self._audit_policy), sort_keys=False))
+            audit_args = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
 
         apiserver = self._spawn(
             "kube-apiserver",
@@ -482,6 +498,7 @@ class ControlPlane:
                 # (a loopback address) every 10 s; nothing in-cluster needs it.
                 "--endpoint-reconciler-type=none",
                 f"--v={self._apiserver_verbosity}",
+                *audit_args,
                 *self._apiserver_args,
             ],
             port=self._apiserver_port,

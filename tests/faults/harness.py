@@ -77,6 +77,7 @@ class Replica:
             f"--metrics-port={self.port}",
             f"--scheduler-name={scheduler_name}",
             "--log-level=info",
+            "--serve-plain-http",  # the suite reads /metrics and /readyz without a token
         ]
         if lease is None:
             args.append("--no-leader-elect")
