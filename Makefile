@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench clean
+.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench clean agreement
 
 all: test
 
@@ -38,6 +38,12 @@ test: $(STAMP) controlplane lint typecheck
 
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
+
+# The full agreement table (the 59 scenario files + 300 generated, seed 137) into
+# tests/agreement/RESULTS.md; `make test` runs the files + the first 100 generated.
+AGREEMENT_ARGS ?= --seed 137 --generated 300
+agreement: $(STAMP) controlplane
+	$(PY) -m scheduler.testing.agreement $(AGREEMENT_ARGS)
 
 # ours vs kube-scheduler vs a null binder, scheduler_perf-style; BENCH_ARGS="--full", "--workloads ...".
 bench: $(STAMP) controlplane

@@ -47,6 +47,7 @@ LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # Pod IPs kwok hands out; kept apart from the service range (nothing routes either of them).
 KWOK_POD_CIDR = "10.244.0.1/16"
+KWOK_STAGES = REPO_ROOT / "hack" / "controlplane" / "kwok-stages.yaml"
 ADMIN_USER = "admin"
 DEFAULT_STOP_GRACE = 5.0
 _START_ATTEMPTS = 3
@@ -653,6 +654,8 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--config={bin_dir / 'kwok-stages.yaml'}",
                 "--manage-all-nodes=true",
+                # kwok v0.8.0 has no built-in stages: its own defaults, from a file.
+                f"--config={KWOK_STAGES}",
                 f"--cidr={KWOK_POD_CIDR}",
                 f"--server-address={LOOPBACK}:{port}",  # only for its /healthz
             ],
@@ -700,6 +703,7 @@ class ControlPlane:
         extra_config: Mapping[str, Any] | None = None,
         *,
         verbosity: int = 2,
+        extra_args: Sequence[str] = (),
         timeout: float = 30.0,
     ) -> ManagedProcess:
         """kube-scheduler with one profile named `scheduler_name`; returns once /healthz is OK.
@@ -730,6 +734,7 @@ class ControlPlane:
                 f"--secure-port={port}",
                 *_COMPONENT_SERVING_ARGS,
                 f"--v={verbosity}",
+                *extra_args,
             ],
             port=port,
         )
