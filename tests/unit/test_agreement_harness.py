@@ -128,18 +128,33 @@ def test_pod_level_requests_cover_the_containers_aggregate() -> None:
     assert checked >= 30
 
 
-LOG = """\
-I1201 10:00:00.000001    1 schedule_one.go:984] "Plugin scored node for pod" pod="default/p" plugin="TaintToleration" node="n1" score=300
-I1201 10:00:00.000002    1 schedule_one.go:984] "Plugin scored node for pod" pod="default/p" plugin="TaintToleration" node="n2" score=0
-I1201 10:00:00.000003    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/p" node="n1" score=380
-I1201 10:00:00.000004    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/p" node="n2" score=90
-I1201 10:00:00.000005    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/other" node="n1" score=1
-I1201 10:00:01.000001    1 schedule_one.go:984] "Plugin scored node for pod" pod="default/p" plugin="TaintToleration" node="n1" score=0
-I1201 10:00:01.000002    1 schedule_one.go:984] "Plugin scored node for pod" pod="default/p" plugin="TaintToleration" node="n2" score=300
-I1201 10:00:01.000003    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/p" node="n1" score=100
-I1201 10:00:01.000004    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/p" node="n2" score=100
-I1201 10:00:01.000005    1 schedule_one.go:1052] "Calculated node's final score for pod" pod="default/p" node="n3" score=40
-"""
+def _plugin(pod: str, node: str, score: int) -> str:
+    return (
+        f'I1201 10:00:00.000001 1 schedule_one.go:984] "Plugin scored node for pod" pod="{pod}" '
+        f'plugin="TaintToleration" node="{node}" score={score}'
+    )
+
+
+def _final(pod: str, node: str, score: int) -> str:
+    line = 'I1201 10:00:00.000002 1 schedule_one.go:1052] "Calculated node\'s final score for pod"'
+    return f'{line} pod="{pod}" node="{node}" score={score}'
+
+
+# Two attempts for default/p (the second one bound it), one for default/other in between.
+LOG = "\n".join(
+    [
+        _plugin("default/p", "n1", 300),
+        _plugin("default/p", "n2", 0),
+        _final("default/p", "n1", 380),
+        _final("default/p", "n2", 90),
+        _final("default/other", "n1", 1),
+        _plugin("default/p", "n1", 0),
+        _plugin("default/p", "n2", 300),
+        _final("default/p", "n1", 100),
+        _final("default/p", "n2", 100),
+        _final("default/p", "n3", 40),
+    ]
+)
 
 
 def test_the_last_scoring_of_the_pod_counts() -> None:
@@ -158,7 +173,7 @@ def test_a_pod_kube_scheduler_did_not_score_has_its_own_node_as_top_set() -> Non
         'I1201 10:00:02.000000    1 batch.go:104] "OpportunisticBatch provided node hint" profile="x" '
         'pod="default/p" cycleCount=7 hint="n3" remainingNodes=1\n'
     )
-    hinted = parse_kube_scores(LOG + hint, "default/p")
+    hinted = parse_kube_scores(LOG + "\n" + hint, "default/p")
     assert hinted.hinted and hinted.final == {}
     assert hinted.top("n3") == ("n3",)
 
