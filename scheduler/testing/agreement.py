@@ -51,6 +51,7 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -581,11 +582,16 @@ class Side:
 
     def _wait_cache(self, nodes: int, pods: int, what: str) -> None:
         # A scheduler's cache is visible only through its metrics or its dump: polled, not slept on.
-        def synced() -> bool:
-            sizes = self.cache_sizes()
-            return sizes.get("nodes") == nodes and sizes.get("pods") == pods
+        seen: dict[str, int] = {}
 
-        wait_for(synced, timeout=30, what=f"{self.side} cache {what} ({nodes} nodes, {pods} pods)", interval=0.05)
+        def synced() -> bool:
+            seen.update(self.cache_sizes())
+            return seen.get("nodes") == nodes and seen.get("pods") == pods
+
+        try:
+            wait_for(synced, timeout=30, what=f"{self.side} cache {what} ({nodes} nodes, {pods} pods)", interval=0.05)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; last seen {seen}") from None
 
     def _log_offset(self) -> int:
         if self._score_log is None:
@@ -675,17 +681,28 @@ class Side:
             namespace = pod["metadata"]["namespace"]
             self._namespaces.add(namespace)
             created = self.api("POST", self._pod_path(namespace), pod)
-            self._uids[pod["metadata"]["name"]] = (namespace, created["metadata"]["uid"])
+            name = pod["metadata"]["name"]
+            self._uids[name] = (namespace, created["metadata"]["uid"])
             if "status" in pod:
-                self._merge_patch(
-                    self._pod_path(namespace, pod["metadata"]["name"]) + "/status", {"status": pod["status"]}
-                )
+                self._set_status(namespace, name, pod["status"])
         bound = sum(
             1
             for pod in scenario.existing_pods
             if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
         )
         self._wait_cache(len(scenario.nodes), bound, "filled")
+
+    def _set_status(self, namespace: str, name: str, status: Raw) -> None:
+        """Write an existing pod's status once kwok has made it Running: a patch before that races
+        with kwok's pod-ready stage, which may then write Running over a Succeeded or Failed."""
+
+        def running() -> bool | None:
+            pod = self._current(name)
+            return True if pod is not None and (pod.get("status") or {}).get("phase") == "Running" else None
+
+        if self._watch.wait_until(running, SETTLE_TIMEOUT) is None:
+            raise ApiFailure(f"{self.side}: kwok did not make pod {namespace}/{name} Running")
+        self._merge_patch(self._pod_path(namespace, name) + "/status", {"status": status})
 
     def _create_node(self, node: Raw) -> None:
         # The status goes in the create body: a create followed by a status patch races with kwok's
@@ -883,6 +900,7 @@ class Replay:
     top: tuple[str, ...]  # every node with the highest total score (the feasible one if only one)
     scores: Mapping[str, int]
     message: str  # the FailedScheduling message when nothing is feasible
+    plugins: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # node -> plugin -> weighted score
 
 
 def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, Any], profile: str) -> Replay:
@@ -912,8 +930,16 @@ def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, A
         return Replay(names, names, {}, "")
     totals = sched.prioritize_nodes(fw, cycle, pod, feasible)  # aligned with `feasible`
     scores = {info.name: int(total) for info, total in zip(feasible, totals, strict=True)}
+    # Each plugin's weighted share too, as kube-scheduler logs it ("Plugin scored node for pod"):
+    # the PreScore state is in `cycle` already.
+    rows = np.fromiter((sched.snapshot.position[n] for n in names), np.int64, len(names))
+    _, per_plugin, _ = fw.score_nodes(cycle, pod, feasible, sched.snapshot.table, rows)
+    plugins = {
+        name: {plugin: int(values[i]) * fw.score_weights[plugin] for plugin, values in per_plugin.items()}
+        for i, name in enumerate(names)
+    }
     best = max(scores.values())
-    return Replay(names, tuple(sorted(n for n, s in scores.items() if s == best)), scores, "")
+    return Replay(names, tuple(sorted(n for n, s in scores.items() if s == best)), scores, "", plugins)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -1058,9 +1084,11 @@ def compare_pod(
             result = replay(config, encounter.state, encounter.pod, profile)
             if observed.outcome.node not in result.top:
                 replay_top = False
+                per_plugin = {node: dict(sorted(p.items())) for node, p in sorted(result.plugins.items())}
                 notes.append(
                     f"{whose} node {observed.outcome.node} is not in our top set {list(result.top)} (replayed "
-                    f"scores {dict(sorted(result.scores.items()))}, feasible {list(result.feasible)})"
+                    f"scores {dict(sorted(result.scores.items()))}, per plugin {per_plugin}, feasible "
+                    f"{list(result.feasible)})"
                 )
     if not verdict_agrees and kube.encounter is not None:
         result = replay(config, kube.encounter.state, kube.encounter.pod, profile)
