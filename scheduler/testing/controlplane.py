@@ -47,7 +47,6 @@ LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # Pod IPs kwok hands out; kept apart from the service range (nothing routes either of them).
 KWOK_POD_CIDR = "10.244.0.1/16"
-KWOK_STAGES = REPO_ROOT / "hack" / "controlplane" / "kwok-stages.yaml"
 ADMIN_USER = "admin"
 DEFAULT_STOP_GRACE = 5.0
 _START_ATTEMPTS = 3
@@ -654,8 +653,6 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--config={bin_dir / 'kwok-stages.yaml'}",
                 "--manage-all-nodes=true",
-                # kwok v0.8.0 has no built-in stages: its own defaults, from a file.
-                f"--config={KWOK_STAGES}",
                 f"--cidr={KWOK_POD_CIDR}",
                 f"--server-address={LOOPBACK}:{port}",  # only for its /healthz
             ],
