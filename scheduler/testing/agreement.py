@@ -1117,7 +1117,7 @@ def compare_pod(
             result = replay(config, encounter.state, encounter.pod, profile)
             if observed is kube and kube.kube_scores is not None and kube.kube_scores.final and result.scores:
                 scores_equal = dict(result.scores) == dict(kube.kube_scores.final)
-                differing = _plugins_differing(kube.kube_scores, result)
+                differing = plugins_differing(kube.kube_scores, result)
             if observed.outcome.node not in result.top:
                 replay_top = False
                 per_plugin = {node: dict(sorted(p.items())) for node, p in sorted(result.plugins.items())}
@@ -1148,7 +1148,7 @@ def compare_pod(
     )
 
 
-def _plugins_differing(kube: KubeScores, ours: Replay) -> tuple[str, ...]:
+def plugins_differing(kube: KubeScores, ours: Replay) -> tuple[str, ...]:
     """The Score plugins whose weighted score for some node differs between kube-scheduler's log
     and our replay over the same cluster (plugins only one side has count when not 0)."""
     out = set()

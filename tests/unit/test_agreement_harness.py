@@ -13,6 +13,8 @@ from scheduler.model.quantity import parse_quantity
 from scheduler.testing import generator
 from scheduler.testing.agreement import (
     KubeScores,
+    Replay,
+    plugins_differing,
     generated_scenarios,
     parse_kube_scores,
     parse_scenario,
@@ -201,3 +203,27 @@ def test_a_pod_kube_scheduler_did_not_score_has_its_own_node_as_top_set() -> Non
 )
 def test_the_post_filter_part_is_cut(message: str, kept: str, post_filter: str) -> None:
     assert split_post_filter(message) == (kept, post_filter)
+
+
+def test_plugins_whose_scores_differ_are_named() -> None:
+    kube = KubeScores(
+        {"n1": 380, "n2": 390},
+        {
+            "n1": {"TaintToleration": 300, "NodeResourcesFit": 80, "VolumeBinding": 0},
+            "n2": {"TaintToleration": 300, "NodeResourcesFit": 90},
+        },
+        hinted=False,
+    )
+    ours = Replay(
+        ("n1", "n2"),
+        ("n2",),
+        {"n1": 380, "n2": 392},
+        "",
+        {
+            "n1": {"TaintToleration": 300, "NodeResourcesFit": 80},
+            "n2": {"TaintToleration": 300, "NodeResourcesFit": 92},
+        },
+    )
+    assert plugins_differing(kube, ours) == ("NodeResourcesFit",)
+    same = Replay(("n1", "n2"), ("n2",), dict(kube.final), "", {n: dict(p) for n, p in kube.plugins.items()})
+    assert plugins_differing(kube, same) == ()
