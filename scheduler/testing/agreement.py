@@ -657,7 +657,12 @@ class Side:
         return runs
 
     def reset(self) -> None:
-        """Back to an empty cluster: no pods, nodes, scenario namespaces or objects."""
+        """Back to an empty cluster: no pods, nodes, scenario namespaces or objects.
+
+        Nothing is deleted while kwok still has work queued for it: kwok patches by name, from the
+        object as it last saw it, so a node or pod initialised after its deletion would land on the
+        next scenario's object of the same name (a new node n1 with the old n1's allocatable)."""
+        self._wait_kwok_done()
         for namespace in sorted(self._namespaces):
             self.api("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
         self.api("DELETE", "/api/v1/nodes", ok=(200,))
@@ -669,6 +674,25 @@ class Side:
         self._namespaces = {"default"}
         self._uids.clear()
         self._wait_cache(0, 0, "emptied")
+
+    def _wait_kwok_done(self) -> None:
+        """Until kwok has initialised every node (Ready) and started every bound pod (Running, or
+        the terminal phase a scenario wrote after that)."""
+
+        def pods_started() -> bool | None:
+            for pod in self._watch.pods():
+                phase = (pod.get("status") or {}).get("phase")
+                if (pod.get("spec") or {}).get("nodeName") and phase not in ("Running", *TERMINAL_PHASES):
+                    return None
+            return True
+
+        if self._watch.wait_until(pods_started, SETTLE_TIMEOUT) is None:
+            raise ApiFailure(f"{self.side}: kwok did not start every bound pod within {SETTLE_TIMEOUT:.0f} s")
+
+        def nodes_ready() -> bool:
+            return all(_node_ready(node) for node in self.api("GET", "/api/v1/nodes")["items"])
+
+        wait_for(nodes_ready, timeout=SETTLE_TIMEOUT, what=f"{self.side}: kwok initialising every node", interval=0.05)
 
     def _delete_namespace(self, name: str) -> None:
         """Delete and finalize at once: no namespace controller runs here, and the next scenario
@@ -855,6 +879,11 @@ class Side:
             scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
             observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores))
         return observations
+
+
+def _node_ready(node: Raw) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _check_allocatable(side: str, wanted: Raw, seen: Raw) -> None:

@@ -116,6 +116,11 @@ class PodWatch:
         with self._condition:
             return self._pods.get((namespace, name))
 
+    def pods(self) -> list[Raw]:
+        """Every pod in the store (call inside wait_until's check, or accept a moment's copy)."""
+        with self._condition:
+            return list(self._pods.values())
+
     def deleted(self, uid: str) -> bool:
         with self._condition:
             return uid in self._deleted

@@ -14,10 +14,10 @@ from scheduler.testing import generator
 from scheduler.testing.agreement import (
     KubeScores,
     Replay,
-    plugins_differing,
     generated_scenarios,
     parse_kube_scores,
     parse_scenario,
+    plugins_differing,
     split_post_filter,
 )
 
