@@ -18,23 +18,15 @@ from plugins.registry import IN_TREE
 from scheduler.config import DEFAULT_MULTI_POINT
 from scheduler.testing.agreement import (
     DEFAULT_SEED,
-    KNOWN_DISAGREEMENTS,
     AgreementReport,
     generated_scenarios,
+    known_cause,
     load_scenarios,
     run_agreement,
 )
 
 GENERATED_IN_TEST = 100
 SCENARIOS = load_scenarios() + generated_scenarios(DEFAULT_SEED, GENERATED_IN_TEST)
-
-
-def _param(name: str) -> object:
-    # A known disagreement stays in the suite, marked with its cause, until the cause is fixed (not
-    # strict: see KNOWN_DISAGREEMENTS; an XPASS says the entry may go).
-    if name in KNOWN_DISAGREEMENTS:
-        return pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_DISAGREEMENTS[name], strict=False))
-    return name
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +36,17 @@ def report() -> AgreementReport:
 
 @pytest.mark.cluster
 @pytest.mark.timeout(1500)
-@pytest.mark.parametrize("scenario", [_param(s.name) for s in SCENARIOS])
+@pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
 def test_agrees_with_kube_scheduler(report: AgreementReport, scenario: str) -> None:
     result = report.result(scenario)
     if result.status == "pending":
         missing = ", ".join(result.scenario.pending_plugins(report.registered))
         pytest.skip(f"pending: {missing} not registered yet")
     assert result.status == "compared", result.error
+    cause = known_cause(result)
+    if cause:
+        # A known disagreement stays in the suite, marked with its cause, until the cause is fixed.
+        pytest.xfail(f"{cause}:\n{result.diff()}")
     assert result.agrees, "disagreement with kube-scheduler:\n" + result.diff()
 
 

@@ -12,9 +12,14 @@ from scheduler.model.objects import Pod
 from scheduler.model.quantity import parse_quantity
 from scheduler.testing import generator
 from scheduler.testing.agreement import (
+    BALANCED_ALLOCATION,
     KubeScores,
+    Outcome,
+    PodComparison,
     Replay,
+    ScenarioResult,
     generated_scenarios,
+    known_cause,
     parse_kube_scores,
     parse_scenario,
     plugins_differing,
@@ -227,3 +232,34 @@ def test_plugins_whose_scores_differ_are_named() -> None:
     assert plugins_differing(kube, ours) == ("NodeResourcesFit",)
     same = Replay(("n1", "n2"), ("n2",), dict(kube.final), "", {n: dict(p) for n, p in kube.plugins.items()})
     assert plugins_differing(kube, same) == ()
+
+
+def _result(*pods: PodComparison, name: str = "s") -> ScenarioResult:
+    scenario = parse_scenario(name, {"nodes": [{"name": "n1"}], "pods": [{"name": "p"}]})
+    return ScenarioResult(scenario, "compared", pods)
+
+
+def _placement(kube: str, ours: str, differing: tuple[str, ...]) -> PodComparison:
+    return PodComparison(
+        "p",
+        Outcome("bound", node=kube),
+        Outcome("bound", node=ours),
+        verdict_agrees=True,
+        message_agrees=True,
+        kube_top=kube == ours,
+        replay_top=True,
+        post_filter="",
+        plugins_differing=differing,
+    )
+
+
+def test_a_placement_only_balanced_allocation_explains_is_a_known_cause() -> None:
+    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION,)))).startswith(
+        "ours: NodeResourcesBalancedAllocation"
+    )
+    assert known_cause(_result(_placement("n1", "n1", (BALANCED_ALLOCATION,)))) == ""  # agrees
+    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION, "ImageLocality")))) == ""
+    assert known_cause(_result(_placement("n1", "n2", ()))) == ""
+    verdict = PodComparison("p", Outcome("unschedulable"), Outcome("bound", node="n1"), False, False, None, None, "")
+    assert known_cause(_result(verdict, _placement("n1", "n2", (BALANCED_ALLOCATION,)))) == ""
+    assert known_cause(_result(verdict, name="gen-137-4")).startswith("ours: NodeResourcesFit ignores pod-level")
