@@ -831,7 +831,8 @@ class Side:
         if outcome is not None:
             return outcome
         if not gated:
-            return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s")
+            watch = f" (last watch error: {self._watch.error})" if self._watch.error else ""
+            return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s{watch}")
         current = self._current(name)
         return _waiting(current) if current is not None else Outcome("pending")
 

@@ -94,7 +94,7 @@ class PodWatch:
         self._stopping = threading.Event()
         self._socket: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, name=f"watch-{name}", daemon=True)
-        self.error = ""
+        self.error = ""  # the last failure of the watch thread (it retries), for a caller's timeout message
 
     def start(self) -> PodWatch:
         self._list()
