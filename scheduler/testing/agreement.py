@@ -435,11 +435,16 @@ def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
     )
 
 
+def name_matches(name: str, only: str | None) -> bool:
+    """`only`: None (everything), or comma-separated names or globs (`gen-137-4,gen-137-3*`)."""
+    return only is None or any(fnmatch.fnmatch(name, pattern.strip()) for pattern in only.split(","))
+
+
 def load_scenarios(directory: Path = SCENARIOS_DIR, only: str | None = None) -> list[Scenario]:
-    """Every *.yaml in `directory` (sorted by name); `only` is a name or a glob on names."""
+    """Every *.yaml in `directory` (sorted by name) whose name matches `only` (name_matches)."""
     scenarios = []
     for path in sorted(directory.glob("*.yaml")):
-        if only and not fnmatch.fnmatch(path.stem, only):
+        if not name_matches(path.stem, only):
             continue
         scenarios.append(parse_scenario(path.stem, yaml.safe_load(path.read_text())))
     return scenarios
@@ -1568,7 +1573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-files", action="store_true", help="run generated scenarios only")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of the generated scenarios")
     parser.add_argument("--generated", type=int, default=0, metavar="K", help="add K generated scenarios")
-    parser.add_argument("--only", help="scenario name (or glob) to run, e.g. gen-137-42")
+    parser.add_argument("--only", help="scenario names or globs to run, comma-separated, e.g. gen-137-42,fit-*")
     parser.add_argument("--dump", type=Path, help="write the generated scenarios as YAML files into this folder")
     parser.add_argument(
         "--results",
@@ -1578,14 +1583,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     scenarios = [] if args.no_files else load_scenarios(args.scenarios, args.only)
-    generated = [
-        s for s in generated_scenarios(args.seed, args.generated) if not args.only or fnmatch.fnmatch(s.name, args.only)
-    ]
+    generated = [s for s in generated_scenarios(args.seed, args.generated) if name_matches(s.name, args.only)]
     if args.dump is not None:
         args.dump.mkdir(parents=True, exist_ok=True)
         for raw in generator.generate_many(args.seed, args.generated):
             name = raw.pop("name")
-            if not args.only or fnmatch.fnmatch(name, args.only):
+            if name_matches(name, args.only):
                 (args.dump / f"{name}.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
         print(f"wrote {len(generated)} scenarios into {args.dump}")
         return 0
