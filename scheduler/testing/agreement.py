@@ -94,6 +94,7 @@ KNOWN_DISAGREEMENTS: dict[str, str] = {
     "gen-137-39": _POD_LEVEL,
     "gen-137-50": _POD_LEVEL,
     "gen-137-83": _POD_LEVEL,
+    **{f"gen-137-{i}": _POD_LEVEL for i in (152, 159, 182, 216, 227, 254, 269, 286, 290)},
     "gen-137-84": (
         f"{_BALANCED}; and ours: ImageLocality takes each node's own image size, kube the first size reported "
         "per image name (fixed on branch profile137, d0e349c, with which this scenario agrees)"
