@@ -70,5 +70,25 @@ build_k8s
 build_k8s_compat
 go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 go_install helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION"
+
+# kwok >= 0.8 plays no stages unless given some; these are the ones 0.7 played by default (nodes
+# initialised and heartbeating, bound pods Running, completions, deletions finished), taken from
+# the module go install just fetched.
+kwok_stages() {
+  local out="$bin/kwok-stages.yaml"
+  [ -s "$out" ] && return
+  local src; src="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  [ -d "$src" ] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+  local f first=1
+  : >"$out.tmp"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [ $first -eq 1 ] || echo "---" >>"$out.tmp"
+    first=0
+    cat "$src/$f" >>"$out.tmp"
+  done
+  mv "$out.tmp" "$out"
+}
+kwok_stages
 log "control plane ready in $bin"
 echo "$bin"

@@ -42,7 +42,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = REPO_ROOT / "hack" / "controlplane"
 BUILD_SCRIPT = CONTROLPLANE_DIR / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kwok")
 LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # Pod IPs kwok hands out; kept apart from the service range (nothing routes either of them).
@@ -293,9 +293,13 @@ class ControlPlane:
         kwok: bool = True,
         apiserver_args: Sequence[str] = (),
         apiserver_verbosity: int = 1,
+        apiserver_version: str | None = None,
         ready_timeout: float = 60.0,
     ) -> None:
+        """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
+        K8S_COMPAT_VERSION is built (`kube-apiserver-<version>` in the bin folder)."""
         self._requested_workdir = workdir
+        self._apiserver_version = apiserver_version
         self.keep = keep
         self._bin_dir = bin_dir
         self._with_kwok = kwok
@@ -451,7 +455,7 @@ class ControlPlane:
         apiserver = self._spawn(
             "kube-apiserver",
             [
-                str(bin_dir / "kube-apiserver"),
+                str(self._apiserver_binary(bin_dir)),
                 f"--etcd-servers={etcd_client_url}",
                 f"--bind-address={LOOPBACK}",
                 f"--advertise-address={LOOPBACK}",  # else a host interface's address, in the cert too
@@ -481,6 +485,18 @@ class ControlPlane:
         self._ensure_default_namespace(deadline)
         if self._with_kwok:
             self._start_kwok(bin_dir, deadline)
+
+    def _apiserver_binary(self, bin_dir: Path) -> Path:
+        version = self._apiserver_version
+        if version is None or version == pinned_versions()["K8S_VERSION"]:
+            return bin_dir / "kube-apiserver"
+        binary = bin_dir / f"kube-apiserver-{version}"
+        if not os.access(binary, os.X_OK):
+            built = pinned_versions().get("K8S_COMPAT_VERSION")
+            raise ControlPlaneError(
+                f"kube-apiserver {version} is not built (build.sh builds K8S_COMPAT_VERSION={built})"
+            )
+        return binary
 
     def _stop_processes(self, grace: float) -> None:
         """Clients of the apiserver first, then the apiserver, then etcd."""
@@ -622,11 +638,11 @@ class ControlPlane:
     # -------------------------------------------------------------------------------- kwok
 
     def _start_kwok(self, bin_dir: Path, deadline: float) -> None:
-        # kwok v0.7.0, given no Stage objects (no --config with Stages, no --enable-crds=Stage), plays
-        # its built-in default stages: node-initialize + node-heartbeat (nodes Ready, Leases kept
-        # fresh), pod-ready (bound pods Running with a pod IP), pod-complete and pod-delete (a pod
-        # with a deletionTimestamp loses its finalizers and is deleted for good). KWOK_WORKDIR keeps
-        # it off ~/.kwok/kwok.yaml, which it would otherwise load before any --config.
+        # kwok plays the Stages in kwok-stages.yaml (build.sh writes it from kwok's own stage files):
+        # node-initialize + node-heartbeat (nodes Ready, conditions kept fresh), pod-ready (bound
+        # pods Running with a pod IP), pod-complete and pod-delete (a pod with a deletionTimestamp
+        # loses its finalizers and is deleted for good). KWOK_WORKDIR keeps it off
+        # ~/.kwok/kwok.yaml, which it would otherwise load before any --config.
         (port,) = free_ports(1)
         env = dict(os.environ)
         env["KWOK_WORKDIR"] = str(self.workdir / "kwok")
@@ -635,6 +651,7 @@ class ControlPlane:
             [
                 str(bin_dir / "kwok"),
                 f"--kubeconfig={self.kubeconfig}",
+                f"--config={bin_dir / 'kwok-stages.yaml'}",
                 "--manage-all-nodes=true",
                 f"--cidr={KWOK_POD_CIDR}",
                 f"--server-address={LOOPBACK}:{port}",  # only for its /healthz

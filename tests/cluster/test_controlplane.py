@@ -75,7 +75,7 @@ def pod_gone(core: Any, name: str, namespace: str) -> bool:
 
 def test_apiserver_runs_the_pinned_version(k8s: Any) -> None:
     info = k8s_client.VersionApi(k8s).get_code()
-    assert info.git_version == pinned_versions()["K8S_VERSION"] == "v1.34.4"
+    assert info.git_version == pinned_versions()["K8S_VERSION"] == "v1.37.2"
 
 
 def test_kubernetes_client_verifies_tls(control_plane: ControlPlane, k8s: Any) -> None:
