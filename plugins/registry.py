@@ -16,6 +16,7 @@ from plugins import (
     prioritysort,
     schedulinggates,
     tainttoleration,
+    volumebinding,
 )
 from scheduler.framework.registry import Registry
 
@@ -33,6 +34,7 @@ IN_TREE = (
     imagelocality,
     podtopologyspread,
     interpodaffinity,
+    volumebinding,
 )
 
 

@@ -35,6 +35,14 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.config import SchedulerConfig, default_config, load_config
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+)
 from scheduler.informers import Informers
 from scheduler.profile import build_profiles
 from scheduler.queue.scheduling_queue import PriorityQueue, QueueProfile
@@ -66,6 +74,16 @@ WORKLOAD_KINDS = (
     ("", "v1", "replicationcontrollers", "ReplicationController"),
     ("apps", "v1", "replicasets", "ReplicaSet"),
     ("apps", "v1", "statefulsets", "StatefulSet"),
+)
+
+# The volume plugins' listers (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+VOLUME_KINDS = (
+    ("storage.k8s.io", "v1", "storageclasses", STORAGE_CLASS),
+    ("", "v1", "persistentvolumes", PERSISTENT_VOLUME),
+    ("", "v1", "persistentvolumeclaims", PERSISTENT_VOLUME_CLAIM),
+    ("storage.k8s.io", "v1", "csinodes", CSI_NODE),
+    ("storage.k8s.io", "v1", "csidrivers", CSI_DRIVER),
+    ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
 )
 
 
@@ -142,6 +160,13 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
 
         kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
 
+    for group, version, plural, kind in VOLUME_KINDS:
+
+        async def volume_event(event: Mapping[str, Any], _kind: str = kind, **_: Any) -> None:
+            informers.on_volume_object(_kind, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(volume_event)
+
     return registry
 
 
@@ -168,6 +193,10 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
             informers.on_workload(api_version, kind, "ADDED", item)
+    for group, version, plural, kind in VOLUME_KINDS:
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
+            informers.on_volume_object(kind, "ADDED", item)
     await nodes.list()
     # Scheduling starts only after this returns, so the order pods arrive in does not matter.
     await pods.list()

@@ -17,6 +17,15 @@ import structlog
 
 from scheduler.framework.runtime import WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    VolumeStore,
+)
 from scheduler.model.objects import InvalidObject, Node, Pod, Resource
 from scheduler.schedule_one import Scheduler
 
@@ -36,6 +45,21 @@ ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedP
 ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
 ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 
+_VOLUME_EVENT_RESOURCES = {
+    STORAGE_CLASS: EventResource.STORAGE_CLASS,
+    PERSISTENT_VOLUME: EventResource.PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM: EventResource.PERSISTENT_VOLUME_CLAIM,
+    CSI_NODE: EventResource.CSI_NODE,
+    CSI_DRIVER: EventResource.CSI_DRIVER,
+    CSI_STORAGE_CAPACITY: EventResource.CSI_STORAGE_CAPACITY,
+}
+# kube's labels: PersistentVolumeClaimAdd, storage.k8s.io/StorageClassUpdate, ...
+VOLUME_EVENTS = {
+    (kind, action): _event(resource, action, f"{resource.value}{action.name.title()}")
+    for kind, resource in _VOLUME_EVENT_RESOURCES.items()
+    for action in (ActionType.ADD, ActionType.UPDATE, ActionType.DELETE)
+}
+
 
 class Informers:
     """Feeds one Scheduler from watch events."""
@@ -48,11 +72,13 @@ class Informers:
     ) -> None:
         self.sched = scheduler
         self.namespaces = namespaces if namespaces is not None else {}
+        # Every profile shares the one handle build_scheduler made: feed its stores.
+        handles = {id(fw.handle): fw.handle for fw in scheduler.frameworks.values()}
         if workloads is None:
-            # Every profile shares the one handle build_scheduler made: feed its store.
-            handles = {id(fw.handle): fw.handle for fw in scheduler.frameworks.values()}
             workloads = next(iter(handles.values())).workloads if len(handles) == 1 else WorkloadStore()
         self.workloads = workloads
+        # The volume plugins' listers read the one handle's store (a fresh one for several handles).
+        self.volumes = next(iter(handles.values())).volumes if len(handles) == 1 else VolumeStore()
         self._reported_invalid: set[str] = set()
 
     # ---- pods ----------------------------------------------------------------------------
@@ -164,6 +190,20 @@ class Informers:
             self.workloads.delete(obj)
         else:
             self.workloads.upsert(obj)
+
+    # ---- storage (the volume plugins' listers) -------------------------------------------
+
+    def on_volume_object(self, kind: str, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        if event_type == DELETED:
+            old, new, action = self.volumes.delete(kind, raw), None, ActionType.DELETE
+        else:
+            old = self.volumes.upsert(kind, raw)
+            new, action = raw, ActionType.ADD if old is None else ActionType.UPDATE
+        if old is not None and new is not None and old.get("metadata", {}).get("resourceVersion") == (
+            new.get("metadata") or {}
+        ).get("resourceVersion"):
+            return  # a relist repeating what we have
+        self.sched.queue.move_all_to_active_or_backoff(VOLUME_EVENTS[(kind, action)], old, new)
 
     # ---- namespaces ----------------------------------------------------------------------
 

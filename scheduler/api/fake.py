@@ -5,6 +5,7 @@ Like httpx's MockTransport, it ships with the package so that tests never mock.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,10 @@ class FakeApiClient:
     # pod key -> ApiError to raise from the next bind of that pod
     bind_errors: dict[str, ApiError] = field(default_factory=dict)
     evict_errors: dict[str, ApiError] = field(default_factory=dict)
+    # PVs by name and PVCs by namespace/name as last written; errors raised by the next update
+    persistent_volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    persistent_volume_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    volume_update_errors: dict[str, ApiError] = field(default_factory=dict)
     closed: bool = False
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -64,6 +69,23 @@ class FakeApiClient:
         if error is not None:
             raise error
         self.evicted.append(pod.key)
+
+    def _update(self, written: dict[str, dict[str, Any]], key: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        error = self.volume_update_errors.pop(key, None)
+        if error is not None:
+            raise error
+        stored = copy.deepcopy(dict(obj))
+        meta = stored.setdefault("metadata", {})
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        written[key] = stored
+        return copy.deepcopy(stored)
+
+    async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
+        return self._update(self.persistent_volumes, (pv.get("metadata") or {}).get("name", ""), pv)
+
+    async def update_persistent_volume_claim(self, pvc: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = pvc.get("metadata") or {}
+        return self._update(self.persistent_volume_claims, f"{meta.get('namespace', '')}/{meta.get('name', '')}", pvc)
 
     async def close(self) -> None:
         self.closed = True

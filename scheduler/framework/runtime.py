@@ -47,6 +47,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.framework.volumes import VolumeStore
 from scheduler.model.objects import Pod
 
 if TYPE_CHECKING:
@@ -174,8 +175,10 @@ class FrameworkHandle:
         snapshot: SnapshotLister,
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
+        volumes: VolumeStore | None = None,
     ) -> None:
         self._client = client
+        self._volumes = volumes if volumes is not None else VolumeStore()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -201,6 +204,10 @@ class FrameworkHandle:
     @property
     def workloads(self) -> WorkloadStore:
         return self._workloads
+
+    @property
+    def volumes(self) -> VolumeStore:
+        return self._volumes
 
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)

@@ -203,6 +203,12 @@ class EventResource(enum.StrEnum):
     ASSIGNED_POD = "AssignedPod"
     UNSCHEDULED_POD = "UnscheduledPod"
     NODE = "Node"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     WILDCARD = "*"
 
 
