@@ -199,9 +199,11 @@ class Informers:
         else:
             old = self.volumes.upsert(kind, raw)
             new, action = raw, ActionType.ADD if old is None else ActionType.UPDATE
-        if old is not None and new is not None and old.get("metadata", {}).get("resourceVersion") == (
-            new.get("metadata") or {}
-        ).get("resourceVersion"):
+        if (
+            old is not None
+            and new is not None
+            and old.get("metadata", {}).get("resourceVersion") == (new.get("metadata") or {}).get("resourceVersion")
+        ):
             return  # a relist repeating what we have
         self.sched.queue.move_all_to_active_or_backoff(VOLUME_EVENTS[(kind, action)], old, new)
 
