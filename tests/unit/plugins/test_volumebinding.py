@@ -391,7 +391,7 @@ async def test_pre_bind_writes_claim_ref_and_waits_for_the_pv_controller() -> No
     import asyncio
 
     async def pv_controller() -> None:
-        while "local" not in world.client.persistent_volumes:
+        while "local" not in world.client.persistent_volumes:  # noqa: ASYNC110 - the fake has no write hook
             await asyncio.sleep(0.05)
         written = world.client.persistent_volumes["local"]
         assert written["spec"]["claimRef"]["name"] == "claim"
