@@ -17,6 +17,7 @@ from plugins import (
     schedulinggates,
     tainttoleration,
     volumebinding,
+    volumerestrictions,
 )
 from scheduler.framework.registry import Registry
 
@@ -35,6 +36,7 @@ IN_TREE = (
     podtopologyspread,
     interpodaffinity,
     volumebinding,
+    volumerestrictions,
 )
 
 
