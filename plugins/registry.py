@@ -18,6 +18,7 @@ from plugins import (
     tainttoleration,
     volumebinding,
     volumerestrictions,
+    volumezone,
 )
 from scheduler.framework.registry import Registry
 
@@ -37,6 +38,7 @@ IN_TREE = (
     interpodaffinity,
     volumebinding,
     volumerestrictions,
+    volumezone,
 )
 
 
