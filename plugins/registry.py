@@ -12,6 +12,7 @@ from plugins import (
     noderesourcesbalancedallocation,
     noderesourcesfit,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     prioritysort,
     schedulinggates,
@@ -39,6 +40,7 @@ IN_TREE = (
     volumebinding,
     volumerestrictions,
     volumezone,
+    nodevolumelimits,
 )
 
 

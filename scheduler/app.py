@@ -42,6 +42,7 @@ from scheduler.framework.volumes import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
 )
 from scheduler.informers import Informers
 from scheduler.profile import build_profiles
@@ -84,6 +85,7 @@ VOLUME_KINDS = (
     ("storage.k8s.io", "v1", "csinodes", CSI_NODE),
     ("storage.k8s.io", "v1", "csidrivers", CSI_DRIVER),
     ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
+    ("storage.k8s.io", "v1", "volumeattachments", VOLUME_ATTACHMENT),
 )
 
 

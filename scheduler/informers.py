@@ -24,6 +24,7 @@ from scheduler.framework.volumes import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
     VolumeStore,
 )
 from scheduler.model.objects import InvalidObject, Node, Pod, Resource
@@ -52,12 +53,13 @@ _VOLUME_EVENT_RESOURCES = {
     CSI_NODE: EventResource.CSI_NODE,
     CSI_DRIVER: EventResource.CSI_DRIVER,
     CSI_STORAGE_CAPACITY: EventResource.CSI_STORAGE_CAPACITY,
+    VOLUME_ATTACHMENT: EventResource.VOLUME_ATTACHMENT,
 }
 # kube's labels: PersistentVolumeClaimAdd, storage.k8s.io/StorageClassUpdate, ...
 VOLUME_EVENTS = {
-    (kind, action): _event(resource, action, f"{resource.value}{action.name.title()}")
+    (kind, action): _event(resource, action, f"{resource.value}{verb}")
     for kind, resource in _VOLUME_EVENT_RESOURCES.items()
-    for action in (ActionType.ADD, ActionType.UPDATE, ActionType.DELETE)
+    for action, verb in ((ActionType.ADD, "Add"), (ActionType.UPDATE, "Update"), (ActionType.DELETE, "Delete"))
 }
 
 

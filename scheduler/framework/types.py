@@ -209,6 +209,7 @@ class EventResource(enum.StrEnum):
     CSI_NODE = "storage.k8s.io/CSINode"
     CSI_DRIVER = "storage.k8s.io/CSIDriver"
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
+    VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
     WILDCARD = "*"
 
 

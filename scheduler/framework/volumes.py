@@ -1,7 +1,7 @@
 """VolumeStore: the storage objects the volume plugins read, kept by the informers.
 
 StorageClasses, PersistentVolumes, PersistentVolumeClaims, CSINodes, CSIDrivers and
-CSIStorageCapacities as raw API JSON, keyed like client-go's listers (namespace/name or name).
+CSIStorageCapacities and VolumeAttachments as raw API JSON, keyed like client-go's listers (namespace/name or name).
 It holds what the apiserver last said and nothing else: the volume binder's assumptions live in
 its own assume cache on top. Never talks to the API.
 """
@@ -19,7 +19,16 @@ PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
 CSI_NODE = "CSINode"
 CSI_DRIVER = "CSIDriver"
 CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
-KINDS = (STORAGE_CLASS, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, CSI_NODE, CSI_DRIVER, CSI_STORAGE_CAPACITY)
+VOLUME_ATTACHMENT = "VolumeAttachment"
+KINDS = (
+    STORAGE_CLASS,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    CSI_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+    VOLUME_ATTACHMENT,
+)
 
 
 class VolumeStore:

@@ -478,6 +478,7 @@ _RESOURCE_PATHS = {
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
     ("v1", "PersistentVolume"): ("persistentvolumes", False),
     ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
+    ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
 }
 
 

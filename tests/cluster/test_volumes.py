@@ -93,6 +93,7 @@ def _claim(core: Any, namespace: str, name: str, storage_class: str, size: str =
 
 def _pod_with_claim(name: str, scheduler_name: str, claim: str) -> Any:
     pod = make_pod(name, scheduler_name)
+    assert pod.spec is not None
     pod.spec.volumes = [
         k8s_client.V1Volume(
             name="data", persistent_volume_claim=k8s_client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
@@ -235,7 +236,9 @@ def test_two_pods_compete_for_one_pv_one_wins_the_other_is_reported(
             return (bound[0], failed[0]) if len(bound) == 1 and len(failed) == 1 else None
 
         winner, loser = wait_for(outcome, timeout=60, what="one pod bound, the other reported")
-        message = scheduled_condition(core.read_namespaced_pod(loser, namespace)).message
+        condition = scheduled_condition(core.read_namespaced_pod(loser, namespace))
+        assert condition is not None
+        message = condition.message
     assert core.read_namespaced_pod(winner, namespace).spec.node_name == names[0]
     # kube-scheduler appends a preemption part once DefaultPreemption is registered.
     assert message.startswith("0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.")

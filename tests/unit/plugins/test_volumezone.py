@@ -55,7 +55,7 @@ PVCS = [
     pvc("PVC_WaitSC", storage_class="Class_Wait"),
     pvc("PVC_ImmediateSC", storage_class="Class_Immediate"),
 ]
-CLASSES = [
+CLASSES: list[Raw] = [
     {"metadata": {"name": "Class_Immediate"}},
     {"metadata": {"name": "Class_Wait"}, "volumeBindingMode": "WaitForFirstConsumer"},
 ]
