@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench clean
+.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean
 
 all: test
 
@@ -39,10 +39,16 @@ test: $(STAMP) controlplane lint typecheck
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
 
-# ours vs kube-scheduler vs a null binder, scheduler_perf-style; BENCH_ARGS="--full", "--workloads ...".
+# Upstream's own scheduler_perf test cases (read from the k8s.io/kubernetes module) against ours,
+# kube-scheduler and a null binder; BENCH_ARGS="--full", "--cases SchedulingBasic/5000Nodes_10000Pods",
+# "--label performance --label short", "--list". bench-own: the project's own scheduler_perf-style workloads.
+BENCH_ARGS ?= --label performance
 bench: $(STAMP) controlplane
+	$(PY) -m scheduler.testing.bench upstream $(BENCH_ARGS)
+
+bench-own: $(STAMP) controlplane
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
-	$(PY) -m scheduler.testing.bench $(BENCH_ARGS)
+	$(PY) -m scheduler.testing.bench $(OWN_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

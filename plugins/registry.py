@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from plugins import (
     defaultbinder,
+    defaultpreemption,
+    dynamicresources,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesourcesbalancedallocation,
@@ -18,6 +21,7 @@ from plugins import (
     schedulinggates,
     tainttoleration,
     volumebinding,
+    volumeclaimguard,
     volumerestrictions,
     volumezone,
 )
@@ -37,6 +41,10 @@ IN_TREE = (
     imagelocality,
     podtopologyspread,
     interpodaffinity,
+    nodedeclaredfeatures,
+    dynamicresources,
+    volumeclaimguard,
+    defaultpreemption,
     volumebinding,
     volumerestrictions,
     volumezone,

@@ -1,7 +1,8 @@
 """Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
 kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
-written onto watched objects; event posting is off; no peering); the pod and node streams, whose
+written onto watched objects; event posting is off; no peering), and of PodDisruptionBudgets
+for preemption; the pod and node streams, whose
 volume grows with the scheduling rate and the cluster size (node heartbeats), go through the lean
 Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
@@ -28,6 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from plugins.registry import in_tree_registry
 from scheduler import metrics
 from scheduler.api.client import ApiClient
+from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
 from scheduler.api.watch import Reflector
@@ -111,8 +113,13 @@ def build_scheduler(
     client: ApiClient,
     namespaces: dict[str, Mapping[str, str]],
     assumed_pod_ttl: float = 900.0,
+    event_client: ApiClient | None = None,
 ) -> Scheduler:
-    """Everything but the watches: usable with the fake client in tests."""
+    """Everything but the watches: usable with the fake client in tests.
+
+    Events go through `event_client` when given (kube-scheduler too has a client of its own for
+    events), else through `client`.
+    """
     handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces))
     frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
     queue = PriorityQueue(
@@ -123,7 +130,7 @@ def build_scheduler(
     cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
-    return Scheduler(frameworks, queue, cache, client)
+    return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
 def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:
@@ -151,6 +158,10 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_namespace(event.get("type"), event["object"])
+
+    @kopf.on.event("policy", "v1", "poddisruptionbudgets", registry=registry)
+    async def pdb_event(event: Mapping[str, Any], **_: Any) -> None:
+        informers.on_pdb(event.get("type"), event["object"])
 
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
@@ -195,6 +206,8 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
             informers.on_workload(api_version, kind, "ADDED", item)
+    for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
+        informers.on_pdb("ADDED", item)
     for group, version, plural, kind in VOLUME_KINDS:
         prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
         for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
@@ -241,8 +254,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     registry = full_registry()
     connection = load_connection(options.kubeconfig)
     client = HttpApiClient(connection, component=config.profiles[0].scheduler_name)
+    # Its own small pool: Events never take a connection a bind or status patch is waiting for.
+    event_client = HttpApiClient(connection, component=config.profiles[0].scheduler_name, max_connections=EVENT_WRITERS)
     namespaces: dict[str, Mapping[str, str]] = {}
-    scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl)
+    scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl, event_client)
     informers = Informers(scheduler, namespaces)
     stop = stop or asyncio.Event()
     ready = asyncio.Event()
@@ -289,6 +304,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(asyncio.create_task(leading, name="schedule-loop"))
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
+        tasks.append(asyncio.create_task(scheduler.event_broadcaster.run(), name="event-series"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -304,7 +320,9 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
+        scheduler.event_broadcaster.close()
         await scheduler.drain()
         await client.close()
+        await event_client.close()
         await runner.cleanup()
         logging.getLogger("app").info("stopped")

@@ -1,7 +1,9 @@
 """The binding cycle: WaitOnPermit → PreBind → Bind → PostBind, as an asyncio task per pod.
 
-Every failure path undoes the scheduling cycle: Unreserve (reverse order), forget the assumed
-pod, wake pods that the freed room may help, and requeue through the failure handler.
+Every failure path up to the Bind undoes the scheduling cycle: Unreserve (reverse order), forget
+the assumed pod, wake pods that the freed room may help, and requeue through the failure handler.
+Once the apiserver accepted the Binding nothing undoes it: PostBind and the Scheduled event run
+outside the undo path and cannot fail it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from scheduler import metrics
+from scheduler.api.events import NORMAL
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, CycleState, QueuedPodInfo, Status
 from scheduler.model.objects import Pod
@@ -32,21 +35,10 @@ async def binding_cycle(
     started: float,
 ) -> None:
     try:
-        status = await fw.wait_on_permit(assumed)
-        point = "WaitOnPermit"
-        if status is None:
-            point = "PreBind"
-            status = await fw.run_pre_bind(state, assumed, host)
-        if status is None:
-            point = "Bind"
-            status = await fw.run_bind(state, assumed, host)
-        if status is not None:
-            metrics.binding_errors.labels(point).inc()
-            _undo(sched, fw, state, info, assumed, host, status)
-            result = "unschedulable" if status.is_rejection else "error"
-            metrics.schedule_attempts.labels(result, fw.profile_name).inc()
-            metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+        if not await _bind(sched, fw, state, info, assumed, host, started):
             return
+        # The apiserver accepted the Binding: final. Nothing below can undo it (as upstream, PostBind
+        # has no failure path and the Scheduled event is fire-and-forget).
         sched.cache.finish_binding(assumed)
         metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
         metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
@@ -55,17 +47,52 @@ async def binding_cycle(
             metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
                 time.monotonic() - info.initial_attempt_timestamp
             )
-        fw.run_post_bind(state, assumed, host)
+        try:
+            fw.run_post_bind(state, assumed, host)
+        except Exception as exc:
+            log.error("PostBind plugin failed", pod=assumed.key, node=host, error=str(exc))
         log.debug("bound", pod=assumed.key, node=host)
-        await sched.client.emit_event(
-            assumed, "Normal", "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
+        sched.recorders[fw.profile_name].eventf(
+            assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
         )
+    finally:
+        sched.queue.done(assumed.uid)
+
+
+async def _bind(
+    sched: Scheduler,
+    fw: Framework,
+    state: CycleState,
+    info: QueuedPodInfo,
+    assumed: Pod,
+    host: str,
+    started: float,
+) -> bool:
+    """WaitOnPermit → PreBind → Bind; True once the apiserver accepted the Binding, else undone."""
+    try:
+        # A failure report of an earlier cycle must not land after this bind.
+        await sched.settle_status_report(assumed.uid)
+        status = await fw.wait_on_permit(assumed)
+        point = "WaitOnPermit"
+        if status is None:
+            point = "PreBind"
+            status = await fw.run_pre_bind(state, assumed, host)
+        if status is None:
+            point = "Bind"
+            status = await fw.run_bind(state, assumed, host)
     except Exception as exc:  # the task must never die silently
         log.error("binding cycle crashed", pod=assumed.key, node=host, error=str(exc), exc_info=True)
         if sched.cache.is_assumed(assumed.uid):
             _undo(sched, fw, state, info, assumed, host, Status.as_error(exc))
-    finally:
-        sched.queue.done(assumed.uid)
+        return False
+    if status is None:
+        return True
+    metrics.binding_errors.labels(point).inc()
+    _undo(sched, fw, state, info, assumed, host, status)
+    result = "unschedulable" if status.is_rejection else "error"
+    metrics.schedule_attempts.labels(result, fw.profile_name).inc()
+    metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+    return False
 
 
 def _undo(

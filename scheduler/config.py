@@ -32,28 +32,36 @@ EXTENSION_POINTS = (
     "postBind",
 )
 
-# kube-scheduler 1.34's default profile, in its multiPoint order, with score weights.
-# Plugins not (yet) in the registry are left out of the default profile by the builder.
+# kube-scheduler 1.37's default profile (getDefaultPlugins + applyFeatureGates with 1.37's default
+# gates: NodeDeclaredFeatures appended, DynamicResources before DefaultPreemption), in its
+# multiPoint order, with score weights. Plugins not (yet) in the registry are left out of the
+# default profile by the builder.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
     ("SchedulingGates", 0),
     ("PrioritySort", 0),
-    ("NodeUnschedulable", 0),
     ("NodeName", 0),
+    ("NodeUnschedulable", 0),
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", 0),
     ("NodeResourcesFit", 1),
     ("VolumeRestrictions", 0),
     ("NodeVolumeLimits", 0),
+    ("VolumeClaimGuard", 0),  # interim stand-in, only while no VolumeBinding is registered
     ("VolumeBinding", 0),
     ("VolumeZone", 0),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", 0),
+    ("NodeDeclaredFeatures", 0),
 )
+# Interim plugins in the default profile and the upstream plugin each stands in for: left out as
+# soon as that plugin is registered.
+STAND_INS = {"VolumeClaimGuard": "VolumeBinding"}
 
 
 class ConfigError(ValueError):

@@ -1,15 +1,17 @@
 """`secondary-scheduler explain POD`: why is this pod pending (or where would it go)?
 
-Reads the cluster once (nodes, pods, namespaces, workloads), rebuilds the scheduler's view
+Reads the cluster once (nodes, pods, namespaces, workloads, PodDisruptionBudgets), rebuilds the scheduler's view
 in-process and runs one dry scheduling cycle for the pod against *every* node with the
 per-node plugin forms: the verdict and reason per node, the plugin that rejected it, the
-scores of the nodes that fit, and kube-scheduler's FailedScheduling message. Writes nothing.
+scores of the nodes that fit, and kube-scheduler's FailedScheduling message, with what
+preemption would do. Writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,10 @@ class Explanation:
         return "\n".join(lines)
 
 
+def _discard(coro: Coroutine[Any, Any, None]) -> None:
+    coro.close()
+
+
 def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, Any]) -> Explanation:
     """The dry run itself, over already-fetched objects (usable without a cluster)."""
     config = load_scheduler_config(options)
@@ -78,6 +84,8 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
             informers.on_workload(f"{group}/{version}" if group else version, kind, "ADDED", item)
     for node in cluster.get("nodes", ()):
         informers.on_node("ADDED", node)
+    for budget in cluster.get("pdbs", ()):
+        informers.on_pdb("ADDED", budget)
     uid = (raw_pod.get("metadata") or {}).get("uid")
     for other in cluster.get("pods", ()):
         if (other.get("spec") or {}).get("nodeName") and (other.get("metadata") or {}).get("uid") != uid:
@@ -91,7 +99,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
     _, pre_status, _ = fw.run_pre_filter(state, pod, nodes)
     verdicts = [NodeVerdict(n.name, pre_status) for n in nodes]
     if pre_status is None:
-        verdicts = [NodeVerdict(n.name, sched._filter_with_nominated(fw, state, pod, n)) for n in nodes]
+        verdicts = [NodeVerdict(n.name, fw.run_filter_with_nominated(state, pod, n)) for n in nodes]
     feasible = [n for n, v in zip(nodes, verdicts, strict=True) if v.status is None]
     if feasible and fw.run_pre_score(state, pod, feasible) is None:
         totals, per_plugin, status = fw.score_nodes(state, pod, feasible)
@@ -109,7 +117,15 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
         diagnosis = Diagnosis(
             node_to_status={v.node: v.status for v in verdicts if v.status is not None and pre_status is None},
             pre_filter_msg=pre_status.message if pre_status is not None else "",
+            absent_status=pre_status,
         )
+        if fw.post_filter_plugins:
+            # PostFilter decides as in a real cycle (preemption's dry run), but nothing it would
+            # start (evictions, status patches) is ever run.
+            fw.handle.spawn = _discard
+            _, post_status = fw.run_post_filter(state, pod, diagnosis.node_statuses())
+            if post_status is not None:
+                diagnosis.post_filter_msg = post_status.message
         message = "FailedScheduling: " + str(FitError(pod, len(nodes), diagnosis))
     return Explanation(pod.key, profile, pod.node_name, pre_status, verdicts, message)
 
@@ -123,6 +139,7 @@ async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tu
             "nodes": (await client.request("GET", "/api/v1/nodes"))["items"],
             "pods": (await client.request("GET", f"/api/v1/pods?fieldSelector={selector}"))["items"],
             "namespaces": (await client.request("GET", "/api/v1/namespaces"))["items"],
+            "pdbs": (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"],
             "workloads_by_kind": [],
         }
         for group, version, plural, _ in WORKLOAD_KINDS:

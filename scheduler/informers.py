@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.framework.runtime import WorkloadStore
+from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.framework.volumes import (
     CSI_DRIVER,
@@ -27,7 +27,7 @@ from scheduler.framework.volumes import (
     VOLUME_ATTACHMENT,
     VolumeStore,
 )
-from scheduler.model.objects import InvalidObject, Node, Pod, Resource
+from scheduler.model.objects import InvalidObject, Node, Pod, PodDisruptionBudget, Resource
 from scheduler.schedule_one import Scheduler
 
 log = structlog.get_logger("informers")
@@ -76,11 +76,13 @@ class Informers:
         self.namespaces = namespaces if namespaces is not None else {}
         # Every profile shares the one handle build_scheduler made: feed its stores.
         handles = {id(fw.handle): fw.handle for fw in scheduler.frameworks.values()}
+        shared = next(iter(handles.values())) if len(handles) == 1 else None
         if workloads is None:
-            workloads = next(iter(handles.values())).workloads if len(handles) == 1 else WorkloadStore()
+            workloads = shared.workloads if shared is not None else WorkloadStore()
         self.workloads = workloads
+        self.pdbs = shared.pdbs if shared is not None else PdbStore()
         # The volume plugins' listers read the one handle's store (a fresh one for several handles).
-        self.volumes = next(iter(handles.values())).volumes if len(handles) == 1 else VolumeStore()
+        self.volumes = shared.volumes if shared is not None else VolumeStore()
         self._reported_invalid: set[str] = set()
 
     # ---- pods ----------------------------------------------------------------------------
@@ -119,10 +121,13 @@ class Informers:
             return
         if pod.scheduler_name not in sched.frameworks:
             return
+        previous = sched.pending_pods.get(uid)
         sched.pending_pods[uid] = pod
-        sched.nominator.update(pod)
         if cache.is_assumed(uid):
-            return  # our binding is in flight; the bound pod will confirm it
+            # Our binding is in flight; the bound pod will confirm it. The assume dropped its
+            # nomination (the cache counts it on its node), so the informer must not re-add it.
+            return
+        sched.nominator.update(previous, pod)
         if pod.deleting:
             sched.queue.delete(uid)
             return
@@ -158,7 +163,7 @@ class Informers:
             non_zero_memory=0,
             raw=raw,
         )
-        self.sched.spawn(self.sched._report_failure(pod, "SchedulerError", str(error), None))
+        self.sched.report_failure(pod, "SchedulerError", str(error), None)
 
     # ---- nodes ---------------------------------------------------------------------------
 
@@ -192,6 +197,22 @@ class Informers:
             self.workloads.delete(obj)
         else:
             self.workloads.upsert(obj)
+
+    # ---- PodDisruptionBudgets (preemption counts violations from them) --------------------
+
+    def on_pdb(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        if event_type == DELETED:
+            self.pdbs.delete(key)
+            return
+        try:
+            pdb = PodDisruptionBudget.from_raw(raw)
+        except InvalidObject as exc:
+            log.error("ignoring PodDisruptionBudget that cannot be parsed", error=str(exc))
+            self.pdbs.delete(key)
+            return
+        self.pdbs.upsert(pdb)
 
     # ---- storage (the volume plugins' listers) -------------------------------------------
 

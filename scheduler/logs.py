@@ -36,3 +36,19 @@ def configure(level: str = "info", json_output: bool = True) -> None:
     if level.lower() != "debug":
         logging.getLogger("kopf").setLevel(logging.WARNING)
         logging.getLogger("aiohttp").setLevel(logging.WARNING)
+
+
+class Repeats:
+    """Counts a failure that repeats per key (e.g. an HTTP status every write gets) and says which
+    occurrences to log: the first of each key, then every `every`th, so a denied verb is logged
+    once rather than once per pod."""
+
+    def __init__(self, every: int = 100) -> None:
+        self._every = every
+        self._seen: dict[object, int] = {}
+
+    def count(self, key: object) -> int | None:
+        """This occurrence's number when it should be logged, else None."""
+        seen = self._seen.get(key, 0) + 1
+        self._seen[key] = seen
+        return seen if seen == 1 or seen % self._every == 0 else None

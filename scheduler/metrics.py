@@ -62,6 +62,20 @@ preemption_victims = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
     registry=REGISTRY,
 )
+# Asynchronous preemption (SchedulerAsyncPreemption, on by default since 1.33).
+preemption_goroutines_duration = Histogram(
+    "scheduler_preemption_goroutines_duration_seconds",
+    "Duration in seconds for running goroutines for the preemption.",
+    ["result"],
+    buckets=tuple(0.01 * 2**i for i in range(20)),
+    registry=REGISTRY,
+)
+preemption_goroutines_execution = Counter(
+    "scheduler_preemption_goroutines_execution",
+    "Number of preemption goroutines executed.",
+    ["result"],
+    registry=REGISTRY,
+)
 binding_errors = Counter(
     "scheduler_binding_errors",
     "Binding cycles that failed after the pod was assumed, by extension point.",

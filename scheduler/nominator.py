@@ -25,14 +25,17 @@ class Nominator:
             if not pods:
                 del self._by_node[node]
 
-    def update(self, pod: Pod) -> None:
-        """Refresh the stored pod object; nomination comes from status.nominatedNodeName."""
-        nominated = (pod.raw.get("status") or {}).get("nominatedNodeName") or ""
-        if nominated:
-            self.add(pod, nominated)
-        elif pod.uid in self._node_of:
-            node = self._node_of[pod.uid]
-            self._by_node[node][pod.uid] = pod
+    def update(self, old: Pod | None, pod: Pod) -> None:
+        """An unscheduled pod changed: its nomination follows status.nominatedNodeName.
+
+        Only when neither version carries one is an in-memory nomination kept (the scheduler may
+        have nominated the pod before the apiserver saw the status patch); a nominatedNodeName that
+        was cleared deletes the nomination, as kube-scheduler's nominator does.
+        """
+        nominated = _nominated_node_name(pod)
+        if not nominated and (old is None or not _nominated_node_name(old)):
+            nominated = self._node_of.get(pod.uid, "")
+        self.add(pod, nominated)
 
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
@@ -42,3 +45,8 @@ class Nominator:
 
     def __bool__(self) -> bool:
         return bool(self._node_of)
+
+
+def _nominated_node_name(pod: Pod) -> str:
+    nominated: str = (pod.raw.get("status") or {}).get("nominatedNodeName") or ""
+    return nominated

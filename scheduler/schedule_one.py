@@ -4,8 +4,11 @@ pop → snapshot → PreFilter → Filter (adaptive node count, round-robin star
 pods) → PostFilter on failure → PreScore/Score/NormalizeScore/weights → select_host →
 assume → Reserve → Permit → hand over to the asynchronous binding cycle.
 
-Owns the cycle; writes to the API only through the ApiClient (status, events), and reads
-the cluster only through the cache and its snapshot.
+Owns the cycle and the failure report: the PodScheduled condition (one pending write per pod,
+settled before the pod's next bind) and the FailedScheduling event. Writes to the API only
+through the ApiClient (status) and the event recorder (events), and reads the cluster only
+through the cache, its snapshot and the informer's pending pods. Must never let a refused or
+slow Event hold back a condition or a bind.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.api.client import ApiClient, ApiError
+from scheduler.api.events import WARNING, EventBroadcaster, EventRecorder, truncate_note
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.runtime import Framework
 from scheduler.framework.table import IntArray
@@ -39,7 +43,8 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
-from scheduler.model.objects import Pod
+from scheduler.logs import Repeats
+from scheduler.model.objects import InvalidObject, Pod
 from scheduler.nominator import Nominator
 from scheduler.queue import PriorityQueue
 
@@ -88,6 +93,66 @@ def _now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# kube's retry.DefaultBackoff, which its PatchPodStatus retries with: 4 tries, 10 ms x5, 10 % jitter.
+PATCH_STATUS_TRIES = 4
+PATCH_STATUS_BACKOFF = (0.010, 0.050, 0.250)
+
+
+def patch_retriable(error: ApiError) -> bool:
+    """kube's RetriableWithConflict: internal error, unavailable, no connection, conflict."""
+    return error.status in (0, 409, 500, 503)
+
+
+def pod_scheduled_condition(pod: Pod, reason: str, message: str, now: str) -> dict[str, Any] | None:
+    """The PodScheduled=False condition to write, or None when the pod already carries it.
+
+    kube's UpdatePodCondition: lastTransitionTime kept while the status does not change; unchanged
+    means same status, reason, message, lastProbeTime and lastTransitionTime (observedGeneration is
+    not compared). observedGeneration is the pod's generation (PodObservedGenerationTracking, GA).
+    """
+    condition: dict[str, Any] = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": now,
+    }
+    generation = (pod.raw.get("metadata") or {}).get("generation")
+    if isinstance(generation, int) and generation > 0:
+        condition["observedGeneration"] = generation
+    old = next(
+        (c for c in (pod.raw.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"), None
+    )
+    if old is None:
+        return condition
+    if old.get("status") == "False":
+        condition["lastTransitionTime"] = old.get("lastTransitionTime")
+    unchanged = (
+        old.get("status") == "False"
+        and old.get("reason") == reason
+        and old.get("message") == message
+        and old.get("lastProbeTime") is None
+    )
+    return None if unchanged else condition
+
+
+@dataclasses.dataclass(slots=True)
+class _StatusReport:
+    """A pod's pending PodScheduled=False write; `writing` while a request is on the wire."""
+
+    uid: str
+    pod: Pod
+    reason: str
+    message: str
+    nominated: str | None  # None: leave status.nominatedNodeName alone; "" clears it
+    previous: _StatusReport | None
+    writing: bool = False
+    superseded: bool = False
+    event_recorded: bool = False
+    task: asyncio.Task[None] | None = None
+
+
 class Scheduler:
     """The scheduling loop over one shared queue and cache, with a framework per profile."""
 
@@ -100,6 +165,7 @@ class Scheduler:
         nominator: Nominator | None = None,
         rng: random.Random | None = None,
         max_concurrent_writes: int = 64,
+        event_broadcaster: EventBroadcaster | None = None,
     ) -> None:
         self.frameworks = dict(frameworks)
         self.queue = queue
@@ -110,12 +176,23 @@ class Scheduler:
         for fw in self.frameworks.values():
             fw.handle.snapshot = self.snapshot
             fw.handle.activate = self.queue.activate
+            fw.handle.spawn = self.spawn
+            fw.handle.nominator = self.nominator
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
+        self.event_broadcaster = event_broadcaster or EventBroadcaster(client)
+        # One recorder per profile, reporting as the profile's scheduler name (as kube-scheduler).
+        self.recorders: dict[str, EventRecorder] = {
+            name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
+        }
+        for fw in self.frameworks.values():
+            fw.handle.recorders = self.recorders
+        self._status_reports: dict[str, _StatusReport] = {}
+        self._status_failures = Repeats()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -134,9 +211,10 @@ class Scheduler:
         task.add_done_callback(self._tasks.discard)
 
     async def drain(self) -> None:
-        """Wait for in-flight binding cycles and API writes (tests and shutdown)."""
+        """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.event_broadcaster.drain()
 
     # ---- one cycle -----------------------------------------------------------------------
 
@@ -144,6 +222,10 @@ class Scheduler:
         pod = info.pod
         fw = self.frameworks.get(pod.scheduler_name)
         if fw is None or self._skip(pod):
+            if fw is not None and pod.deleting:
+                self.recorders[fw.profile_name].eventf(
+                    pod, None, WARNING, "FailedScheduling", "Scheduling", f"skip schedule deleting pod: {pod.key}"
+                )
             self.queue.done(pod.uid)
             return
         started = time.perf_counter()
@@ -151,15 +233,18 @@ class Scheduler:
         try:
             result = self.schedule_pod(fw, state, pod)
         except FitError as fit_error:
-            nominated: str | None = None
+            # Without PostFilter plugins a stale nomination is cleared, as kube-scheduler does.
+            nominated: str | None = ""
             if fw.post_filter_plugins:
-                nominated, post_status = fw.run_post_filter(state, pod, fit_error.diagnosis.node_to_status)
-                if post_status is not None and post_status.code == Code.ERROR:
-                    log.error("postfilter failed", pod=pod.key, error=post_status.message)
-                elif post_status is not None and post_status.reasons:
+                nominated, post_status = fw.run_post_filter(state, pod, fit_error.diagnosis.node_statuses())
+                if post_status is not None:
                     fit_error.diagnosis.post_filter_msg = post_status.message
+                    if post_status.code == Code.ERROR:
+                        log.error("postfilter failed", pod=pod.key, error=post_status.message)
             self._observe(fw, "unschedulable", started)
-            self.handle_failure(fw, info, Status.unschedulable(), fit_error, nominated)
+            self.handle_failure(
+                fw, info, Status.unschedulable(), fit_error, nominated, keep_nomination=bool(fw.post_filter_plugins)
+            )
             return
         except Exception as exc:
             self._observe(fw, "error", started)
@@ -179,6 +264,8 @@ class Scheduler:
             self._observe(fw, "error", started)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
+        # The assumed pod counts on its node now; as a nominated pod it would count twice.
+        self.nominator.delete(pod.uid)
         host = result.suggested_host
         status = fw.run_reserve(state, assumed, host)
         if status is None:
@@ -241,7 +328,7 @@ class Scheduler:
             fits_nominated = (
                 node_info is not None
                 and node_info.node is not None
-                and self._filter_with_nominated(fw, state, pod, node_info) is None
+                and fw.run_filter_with_nominated(state, pod, node_info) is None
             )
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis
@@ -324,7 +411,7 @@ class Scheduler:
         for i in range(num_nodes):
             node_info = nodes[(start + i) % num_nodes]
             processed += 1
-            node_status = self._filter_with_nominated(fw, state, pod, node_info)
+            node_status = fw.run_filter_with_nominated(state, pod, node_info)
             if node_status is None:
                 feasible.append(node_info)
                 if len(feasible) >= to_find:
@@ -333,28 +420,6 @@ class Scheduler:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
-
-    def _filter_with_nominated(self, fw: Framework, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """Filter twice when higher-or-equal priority pods are nominated here: with them, then without."""
-        nominated = (
-            [p for p in self.nominator.pods_for_node(node_info.name) if p.uid != pod.uid and p.priority >= pod.priority]
-            if self.nominator
-            else []
-        )
-        if not nominated:
-            return fw.run_filter(state, pod, node_info)
-        with_pods = node_info.clone()
-        state_with = state.clone()
-        for other in nominated:
-            placed = dataclasses.replace(other, node_name=node_info.name)
-            with_pods.add_pod(placed)
-            add_status = fw.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
-            if add_status is not None:
-                return add_status
-        status = fw.run_filter(state_with, pod, with_pods)
-        if status is not None:
-            return status
-        return fw.run_filter(state, pod, node_info)
 
     def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
         """Weighted total score per node (aligned with `nodes`)."""
@@ -380,8 +445,14 @@ class Scheduler:
         fit_error: FitError | None,
         nominated_node: str | None,
         rejected_by: str = "",
+        keep_nomination: bool = False,
     ) -> None:
-        """Requeue (unless the pod is gone or bound), then record the condition and event."""
+        """Requeue (unless the pod is gone or bound), then record the condition and event.
+
+        The nomination follows kube's NominatingInfo: a failure clears the pod's nominated node
+        unless PostFilter nominated one (`nominated_node`); PostFilter that ran and nominated nothing
+        leaves it as the pod's status has it (`keep_nomination`, kube's ModeNoop).
+        """
         pod = info.pod
         if fit_error is not None:
             info.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
@@ -400,31 +471,126 @@ class Scheduler:
             return
         info.pod = current
         self.queue.add_unschedulable_if_not_present(info, error=reason == "SchedulerError")
-        if nominated_node is not None:
-            self.nominator.add(current, nominated_node)
-        self.spawn(self._report_failure(current, reason, message, nominated_node))
+        keep = keep_nomination and nominated_node is None
+        if keep:
+            self.nominator.add(current, (current.raw.get("status") or {}).get("nominatedNodeName") or "")
+        else:
+            self.nominator.add(current, nominated_node or "")
+        self.report_failure(current, reason, message, None if keep else nominated_node or "")
 
-    async def _report_failure(self, pod: Pod, reason: str, message: str, nominated: str | None) -> None:
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": _now_rfc3339(),
-        }
-        unchanged = any(
-            c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-            and c.get("reason") == reason
-            and c.get("message") == message
-            for c in (pod.raw.get("status") or {}).get("conditions") or ()
-        )
-        async with self._writes:
-            try:
-                await self.client.emit_event(pod, "Warning", "FailedScheduling", "Scheduling", message)
-                if not unchanged or nominated is not None:
-                    await self.client.patch_pod_status(pod, None if unchanged else condition, nominated)
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("recording scheduling failure failed", pod=pod.key, error=str(exc))
+    def report_failure(self, pod: Pod, reason: str, message: str, nominated: str | None) -> None:
+        """FailedScheduling event (queued, best effort) and, independently, the PodScheduled=False
+        condition (and nominatedNodeName: None leaves it, "" clears it).
+
+        A refused or slow Event never holds back the condition: the recorder only queues here.
+        The status write runs as a task; a newer report of the same pod supersedes it, and a bind
+        of the pod first settles it (settle_status_report), so a stale report never lands after a
+        bind.
+        """
+        previous = self._status_reports.get(pod.uid)
+        if previous is not None and previous.task is not None and not previous.task.done():
+            previous.superseded = True
+            if not previous.writing:
+                previous.task.cancel()
+                previous = previous.previous
+        else:
+            previous = None
+        report = _StatusReport(pod.uid, pod, reason, message, nominated, previous)
+        if previous is None:
+            self._record_failure_event(report)
+        self._status_reports[pod.uid] = report
+        task = asyncio.ensure_future(self._write_failure_status(report))
+        report.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        # Even a report cancelled before it ran (superseded, or settled by a bind) has its event.
+        task.add_done_callback(lambda _: self._record_failure_event(report))
+
+    async def settle_status_report(self, uid: str) -> None:
+        """Before the pod is bound: cancel its pending failure report, or wait for the request of
+        it already on the wire (its retries are dropped)."""
+        report = self._status_reports.pop(uid, None)
+        while report is not None:
+            report.superseded = True
+            if report.task is not None and not report.task.done():
+                if not report.writing:
+                    report.task.cancel()
+                await asyncio.wait([report.task])
+            report = report.previous
+
+    def _record_failure_event(self, report: _StatusReport) -> None:
+        """The FailedScheduling event, about the latest view of the pod: like kube-scheduler's (whose
+        status patch is synchronous), it regards the pod as the previous report left it."""
+        if report.event_recorded:
+            return
+        report.event_recorded = True
+        latest = self.pending_pods.get(report.uid)
+        pod = latest if latest is not None and not latest.node_name else report.pod
+        recorder = self.recorders.get(pod.scheduler_name)
+        if recorder is not None:
+            recorder.eventf(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(report.message))
+
+    async def _write_failure_status(self, report: _StatusReport) -> None:
+        try:
+            if report.previous is not None and report.previous.task is not None:
+                # A write of this pod is on the wire: the event and the patch follow it.
+                await asyncio.wait([report.previous.task])
+                report.previous = None
+                self._record_failure_event(report)
+            await self._patch_failure_status(report)
+        finally:
+            if self._status_reports.get(report.uid) is report:
+                del self._status_reports[report.uid]
+
+    def _adopt_written(self, sent_from: Pod, written: Mapping[str, Any] | None) -> None:
+        """Take the pod the apiserver returned for our patch as the pending view while the informer
+        has not moved past the version the patch was made from: the next report then regards and
+        patches the pod as it is (kube-scheduler's synchronous patch gives it the same view)."""
+        latest = self.pending_pods.get(sent_from.uid)
+        if written is None or latest is None or latest.resource_version != sent_from.resource_version:
+            return
+        try:
+            self.pending_pods[sent_from.uid] = Pod.from_raw(written)
+        except InvalidObject:
+            return
+
+    async def _patch_failure_status(self, report: _StatusReport) -> None:
+        """kube's updatePod + PatchPodStatus: skip what the pod already says, retry transient errors.
+
+        Each try computes the patch from the informer's latest view of the pod and sends it with that
+        view's resourceVersion, so a pod bound (or changed) since gets a 409 instead of a stale
+        PodScheduled=False over its PodScheduled=True; the next try sees the newer view.
+        """
+        for attempt in range(PATCH_STATUS_TRIES):
+            if attempt:
+                delay = PATCH_STATUS_BACKOFF[attempt - 1]
+                await asyncio.sleep(delay + random.uniform(0, 0.1 * delay))
+            pod = self.pending_pods.get(report.uid, report.pod if attempt == 0 else None)
+            if pod is None or pod.node_name or report.superseded:
+                return  # deleted, bound, or a newer report / a bind took over
+            condition = pod_scheduled_condition(pod, report.reason, report.message, _now_rfc3339())
+            nominated = report.nominated
+            if nominated is not None and nominated == ((pod.raw.get("status") or {}).get("nominatedNodeName") or ""):
+                nominated = None
+            if condition is None and nominated is None:
+                return
+            async with self._writes:
+                if report.superseded:
+                    return
+                report.writing = True
+                try:
+                    written = await self.client.patch_pod_status(
+                        pod, condition, nominated, resource_version=pod.resource_version
+                    )
+                    self._adopt_written(pod, written)
+                    return
+                except ApiError as exc:
+                    if exc.not_found:
+                        return
+                    if not patch_retriable(exc) or attempt + 1 == PATCH_STATUS_TRIES:
+                        failures = self._status_failures.count(exc.status)
+                        if failures is not None:
+                            log.warning("updating pod condition failed", pod=pod.key, error=str(exc), failures=failures)
+                        return
+                finally:
+                    report.writing = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.api.fake import FakeApiClient
@@ -66,6 +67,11 @@ class PodBuilder:
 
     def nominated_node(self, name: str) -> PodBuilder:
         self.raw["status"]["nominatedNodeName"] = name
+        return self
+
+    def start_time(self, seconds: int) -> PodBuilder:
+        """status.startTime, this many seconds after the epoch."""
+        self.raw["status"]["startTime"] = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self
 
     def phase(self, phase: str) -> PodBuilder:
@@ -218,6 +224,11 @@ class PodBuilder:
     def spec(self, **fields: Any) -> PodBuilder:
         """Set raw spec fields directly, for anything without a dedicated method."""
         self._spec.update(copy.deepcopy(fields))
+        return self
+
+    def status(self, **fields: Any) -> PodBuilder:
+        """Set raw status fields directly (containerStatuses, conditions, resources...)."""
+        self.raw["status"].update(copy.deepcopy(fields))
         return self
 
     def obj(self) -> Pod:

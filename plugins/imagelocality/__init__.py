@@ -5,9 +5,10 @@ all nodes), so an image present everywhere does not pull pods onto one node. The
 clamped between 23 MiB and 1000 MiB per container and mapped linearly onto 0..100.
 Image references without a tag get `:latest`, exactly as upstream does (no registry or
 `library/` prefix is added: the node's reported names must match the pod's as written).
+Images are those of init containers, containers and image volumes (`volumes[].image`).
 
-One deliberate difference: upstream's cache remembers an image's size from the first node
-that reported it; here each node's own reported size counts (they agree in practice).
+An image's size is the one kube-scheduler's cache keeps per image name: the size reported by
+the node that first made the image known (the snapshot's `image_sizes`), not each node's own.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def normalized_image_name(name: str) -> str:
 
 
 def _pod_images(pod: Pod) -> list[str]:
+    """Init container, container and image volume references, each one counting once."""
     spec = pod.spec
     containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-    return [normalized_image_name(c.get("image") or "") for c in containers]
+    references = [c.get("image") or "" for c in containers]
+    references += [v["image"].get("reference") or "" for v in spec.get("volumes") or () if v.get("image") is not None]
+    return [normalized_image_name(reference) for reference in references]
 
 
 def _nodes_having(snapshot: SnapshotLister, image: str) -> int:
@@ -46,6 +50,14 @@ def _nodes_having(snapshot: SnapshotLister, image: str) -> int:
     if counts is not None:
         return counts.get(image, 0)
     return sum(1 for info in snapshot.list() if info.node is not None and image in info.node.images)
+
+
+def _image_size(snapshot: SnapshotLister, image: str, reported: int) -> int:
+    """The cache's size for the image (first reported by any node); `reported` without a cache."""
+    sizes: Mapping[str, int] | None = getattr(snapshot, "image_sizes", None)
+    if sizes is not None:
+        return sizes.get(image, reported)
+    return reported
 
 
 def scaled_image_score(size: int, num_nodes: int, total_nodes: int) -> int:
@@ -75,8 +87,9 @@ class ImageLocality:
         node_images = node_info.node.images if node_info.node is not None else {}
         total = 0
         for image in images:
-            size = node_images.get(image)
-            if size is not None:
+            reported = node_images.get(image)
+            if reported is not None:
+                size = _image_size(snapshot, image, reported)
                 total += scaled_image_score(size, _nodes_having(snapshot, image), total_nodes)
         return calculate_priority(total, len(images)), None
 

@@ -1,10 +1,13 @@
-"""NodeResourcesBalancedAllocation: prefer nodes whose resources would be used evenly.
+"""NodeResourcesBalancedAllocation: prefer nodes whose balance the pod would improve.
 
-For each configured resource the node offers, the fraction (node's requests + pod's
-requests) / allocatable, capped at 1; the score is (1 - standard deviation of the fractions)
-* 100, truncated. Requests are the real ones (no 100m/200Mi defaults for containers that
-ask for nothing). A pod that asks for none of the configured resources is skipped at
-PreScore, so this plugin adds nothing for it.
+For each configured resource the node offers, the fraction requested / allocatable, capped at
+1; a balance is (1 - standard deviation of the fractions) * 100, truncated. As in
+kube-scheduler 1.37 the score rewards the change the pod makes: 50 + (50 + balance with the
+pod - balance without it) / 2, so 75 for no change, towards 100 when the pod evens the node
+out, towards 50 when it skews it. Requests are the real ones (no 100m/200Mi defaults for
+containers that ask for nothing; pod-level resources and in-place resize status count). A
+pod that asks for none of the configured resources is skipped at PreScore, so this plugin
+adds nothing for it.
 """
 
 from __future__ import annotations
@@ -59,13 +62,20 @@ def _is_scalar(name: str) -> bool:
     return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
 
 
-def _allocatable_and_requested(node_info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
-    """(allocatable, requested including the pod) for one resource; (0, 0) leaves it out."""
+def _allocatable_and_allocated(node_info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
+    """(allocatable, node's requested without the pod) for one resource; (0, 0) leaves it out."""
     if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
-        return node_info.allocatable.get(name), node_info.requested.get(name) + pod_request
+        return node_info.allocatable.get(name), node_info.requested.get(name)
     if not _is_scalar(name) or pod_request == 0 or name not in node_info.allocatable.scalar:
         return 0, 0
-    return node_info.allocatable.scalar[name], node_info.requested.scalar.get(name, 0) + pod_request
+    return node_info.allocatable.scalar[name], node_info.requested.scalar.get(name, 0)
+
+
+def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
+    """The 1.37 score: how much the pod improves the node's balance, in [50, 100]."""
+    with_pod = balanced_score(requested, allocatable)
+    without_pod = balanced_score(allocated, allocatable)
+    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
 
 
 def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -120,12 +130,14 @@ class NodeResourcesBalancedAllocation:
         if pre is None and not any(requests):
             return 0, None
         allocatable: list[int] = []
+        allocated: list[int] = []
         requested: list[int] = []
         for name, pod_request in zip(self.resources, requests, strict=True):
-            alloc, req = _allocatable_and_requested(node_info, name, pod_request)
+            alloc, used = _allocatable_and_allocated(node_info, name, pod_request)
             allocatable.append(alloc)
-            requested.append(req if alloc else 0)
-        return balanced_score(requested, allocatable), None
+            allocated.append(used if alloc else 0)
+            requested.append(used + pod_request if alloc else 0)
+        return balanced_resource_scorer(requested, allocated, allocatable), None
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
         if self.resources != (CPU, MEMORY):
@@ -134,12 +146,21 @@ class NodeResourcesBalancedAllocation:
         if pre is None:
             return None
         cpu_alloc, mem_alloc = table.alloc_cpu[rows], table.alloc_mem[rows]
-        cpu_frac = np.minimum((table.req_cpu[rows] + pre.requests[0]) / np.maximum(cpu_alloc, 1), 1.0)
-        mem_frac = np.minimum((table.req_mem[rows] + pre.requests[1]) / np.maximum(mem_alloc, 1), 1.0)
         both = (cpu_alloc != 0) & (mem_alloc != 0)
-        # With fewer than two resources on a node the deviation is 0 and the score 100.
-        std = np.where(both, np.abs((cpu_frac - mem_frac) / 2), 0.0)
-        scores: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        cpu_used, mem_used = table.req_cpu[rows], table.req_mem[rows]
+
+        def balance(cpu: IntArray, mem: IntArray) -> IntArray:
+            cpu_frac = np.minimum(cpu / np.maximum(cpu_alloc, 1), 1.0)
+            mem_frac = np.minimum(mem / np.maximum(mem_alloc, 1), 1.0)
+            # With fewer than two resources on a node the deviation is 0 and the balance 100.
+            std = np.where(both, np.abs((cpu_frac - mem_frac) / 2), 0.0)
+            result: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+            return result
+
+        with_pod = balance(cpu_used + pre.requests[0], mem_used + pre.requests[1])
+        without_pod = balance(cpu_used, mem_used)
+        half = MAX_NODE_SCORE // 2
+        scores: IntArray = half + (half + with_pod - without_pod) // 2
         return scores
 
     def score_extensions(self) -> None:

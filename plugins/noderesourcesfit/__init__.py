@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from plugins.helper import unexpected_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -69,7 +70,7 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
         )
     resources = []
     for i, item in enumerate(strategy.get("resources") or ({"name": CPU, "weight": 1}, {"name": MEMORY, "weight": 1})):
-        weight = item.get("weight", 1)
+        weight = item.get("weight") or 1  # v1 defaulting: an unset or zero weight is 1
         if not isinstance(weight, int) or not 1 <= weight <= 100:
             raise ValueError(
                 f"scoringStrategy.resources[{i}].weight: Invalid value: {weight!r}: must be in the range [1, 100]"
@@ -126,7 +127,19 @@ PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
 
 
 def _is_extended(name: str) -> bool:
-    return "/" in name and not name.startswith("kubernetes.io/")
+    """v1helper.IsExtendedResourceName: qualified, and not in any *kubernetes.io/ namespace."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _is_scalar(name: str) -> bool:
+    """schedutil.IsScalarResourceName: extended, hugepages, *kubernetes.io/-prefixed, attachable volumes."""
+    return _is_extended(name) or name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division, which truncates toward zero (Python's // floors)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b > 0) else -quotient
 
 
 def insufficient_resources(
@@ -163,7 +176,7 @@ def insufficient_resources(
 def fits(pod: Pod, node: Node) -> bool:
     """Would the pod fit on this node if it were empty (used by queueing hints)."""
     info = NodeInfo(node)
-    return not insufficient_resources(pod.requests, info)
+    return not insufficient_resources(pod.fit_requests, info)
 
 
 def _least(requested: int, capacity: int) -> int:
@@ -178,9 +191,8 @@ def _most(requested: int, capacity: int) -> int:
     return min(requested, capacity) * MAX_NODE_SCORE // capacity
 
 
-def broken_linear(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
-    """Piecewise-linear utilisation -> score (score scaled from 0..10 to 0..100)."""
-    scaled = [(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in shape]
+def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
+    """helper.BuildBrokenLinearFunction: piecewise-linear utilisation -> score over (utilization, score) points."""
 
     def fn(utilization: int) -> int:
         for i, (u, s) in enumerate(scaled):
@@ -188,7 +200,7 @@ def broken_linear(shape: Sequence[tuple[int, int]]) -> Callable[[int], int]:
                 if i == 0:
                     return s
                 pu, ps = scaled[i - 1]
-                return ps + (s - ps) * (utilization - pu) // (u - pu)
+                return ps + _go_div((s - ps) * (utilization - pu), u - pu)
         return scaled[-1][1]
 
     return fn
@@ -201,9 +213,11 @@ class NodeResourcesFit:
         self.args = args
         self._weights = [r.weight for r in args.resources]
         self._cpu_memory_only = all(r.name in (CPU, MEMORY) for r in args.resources)
+        self._ratio = args.strategy == REQUESTED_TO_CAPACITY_RATIO
         self._ratio_table: IntArray = np.zeros(MAX_UTILIZATION + 1, np.int64)
         if args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            ratio = broken_linear(args.shape)
+            # Shape scores are 0..10; the scheduler's scores 0..100.
+            ratio = broken_linear([(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in args.shape])
             self._ratio_table = np.array([ratio(u) for u in range(MAX_UTILIZATION + 1)], np.int64)
 
             def per_resource(requested: int, capacity: int) -> int:
@@ -220,7 +234,7 @@ class NodeResourcesFit:
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        state.write(PRE_FILTER_KEY, _PreFilterState(pod.requests))
+        state.write(PRE_FILTER_KEY, _PreFilterState(pod.fit_requests))
         return None, None
 
     def pre_filter_extensions(self) -> None:
@@ -228,7 +242,7 @@ class NodeResourcesFit:
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         pre = state.get(PRE_FILTER_KEY)
-        requests = pre.requests if pre is not None else pod.requests
+        requests = pre.requests if pre is not None else pod.fit_requests
         missing = insufficient_resources(
             requests, node_info, self.args.ignored_resources, self.args.ignored_resource_groups
         )
@@ -239,7 +253,7 @@ class NodeResourcesFit:
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
         pre = state.get(PRE_FILTER_KEY)
-        requests = pre.requests if pre is not None else pod.requests
+        requests = pre.requests if pre is not None else pod.fit_requests
         if any(requests.scalar.values()):
             return None  # extended resources: the per-node form handles them
         mask: BoolArray = table.pod_count < table.alloc_pods
@@ -256,11 +270,7 @@ class NodeResourcesFit:
     # ---- PreScore / Score --------------------------------------------------------------
 
     def _pod_request(self, pod: Pod, resource: str) -> int:
-        if resource == CPU:
-            return pod.non_zero_milli_cpu
-        if resource == MEMORY:
-            return pod.non_zero_memory
-        return pod.requests.get(resource)
+        return pod.fit_scoring_request(resource)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))
@@ -279,13 +289,20 @@ class NodeResourcesFit:
                 capacity, requested = alloc.milli_cpu, node_info.non_zero_milli_cpu + pod_request
             elif name == MEMORY:
                 capacity, requested = alloc.memory, node_info.non_zero_memory + pod_request
+            elif name == EPHEMERAL_STORAGE:
+                capacity, requested = alloc.ephemeral_storage, node_info.requested.ephemeral_storage + pod_request
             else:
-                if pod_request == 0 and name != EPHEMERAL_STORAGE:
+                if pod_request == 0 and _is_scalar(name):
                     continue  # an extended resource the pod does not ask for is not scored
-                capacity, requested = alloc.get(name), node_info.requested.get(name) + pod_request
+                # Anything else only counts as a scalar resource the node offers ("pods" does not).
+                capacity = alloc.scalar.get(name, 0)
+                requested = node_info.requested.scalar.get(name, 0) + pod_request
             if capacity == 0:
                 continue
-            total += self._per_resource(requested, capacity) * weight
+            resource_score = self._per_resource(requested, capacity)
+            if self._ratio and resource_score <= 0:
+                continue  # RequestedToCapacityRatio averages only the resources that scored
+            total += resource_score * weight
             weight_sum += weight
         if weight_sum == 0:
             return 0, None
@@ -309,7 +326,10 @@ class NodeResourcesFit:
             else:
                 capacity, requested = table.alloc_mem[rows], table.nz_mem[rows] + pod_request
             present = capacity != 0
-            total += np.where(present, self._per_resource_batch(requested, capacity), 0) * weight
+            resource_score = self._per_resource_batch(requested, capacity)
+            if self._ratio:
+                present &= resource_score > 0
+            total += np.where(present, resource_score, 0) * weight
             weight_sum += present * weight
         safe = np.maximum(weight_sum, 1)
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
@@ -342,15 +362,31 @@ class NodeResourcesFit:
 
 
 def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    """An assigned pod was deleted (or shrank): room may have opened up."""
+    """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
     if new is None:  # deleted
-        return QueueingHint.QUEUE if isinstance(old, Pod) and old.node_name else QueueingHint.SKIP
-    if isinstance(old, Pod) and isinstance(new, Pod):
-        shrank = (
-            new.requests.milli_cpu < old.requests.milli_cpu or new.requests.memory < old.requests.memory or new.terminal
-        )
-        return QueueingHint.QUEUE if shrank else QueueingHint.SKIP
-    return QueueingHint.SKIP
+        if not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        nominated = (old.raw.get("status") or {}).get("nominatedNodeName")
+        return QueueingHint.QUEUE if old.node_name or nominated else QueueingHint.SKIP
+    if unexpected_objects(Pod, old, new) or old is None:
+        return QueueingHint.QUEUE
+    if new.terminal:  # the cache lets a finished pod go as if it were deleted
+        return QueueingHint.QUEUE
+    if not new.node_name:
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE if _relevant_resources_decreased(pod, old, new) else QueueingHint.SKIP
+
+
+def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
+    """haveEnoughRelevantResourcesDecreased: a resource the target pod requests got smaller."""
+    wanted = pod.requests
+    for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        if wanted.get(name) > 0 and old.requests.get(name) > new.requests.get(name):
+            return True
+    return any(
+        amount > 0 and _is_scalar(name) and old.requests.scalar.get(name, 0) > new.requests.scalar.get(name, 0)
+        for name, amount in wanted.scalar.items()
+    )
 
 
 def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -361,7 +397,7 @@ def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if not isinstance(old, Node):
         return QueueingHint.QUEUE
     a, b = old.allocatable, new.allocatable
-    req = pod.requests
+    req = pod.fit_requests
     grew = (
         b.allowed_pods > a.allowed_pods
         or (req.milli_cpu > 0 and b.milli_cpu > a.milli_cpu)

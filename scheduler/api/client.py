@@ -25,6 +25,11 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         return self.status == 409
 
+    @property
+    def too_many_requests(self) -> bool:
+        """429: for an eviction, a PodDisruptionBudget does not allow it (now)."""
+        return self.status == 429
+
 
 class ApiClient(Protocol):
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -32,13 +37,25 @@ class ApiClient(Protocol):
         ...
 
     async def patch_pod_status(
-        self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
-    ) -> None:
-        """Merge a PodScheduled condition (and nominatedNodeName) into the pod's status."""
+        self,
+        pod: Pod,
+        condition: Mapping[str, Any] | None,
+        nominated_node_name: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> Mapping[str, Any] | None:
+        """Strategic-merge a condition (PodScheduled, DisruptionTarget) and/or nominatedNodeName ("" clears it) into the
+        pod's status, preconditioned on its UID and, when given, on `resource_version` (409 Conflict
+        when the pod changed since: a stale report never overwrites a later bind). Returns the pod
+        as the apiserver wrote it (None when there was nothing to send)."""
         ...
 
-    async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
-        """Record an Event about the pod (Normal/Warning)."""
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        """POST an events.k8s.io/v1 Event; raises ApiError (409 AlreadyExists for a taken name)."""
+        ...
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Strategic-merge PATCH of an events.k8s.io/v1 Event (a series' count); 404 when it is gone."""
         ...
 
     async def delete_pod(self, pod: Pod) -> None:

@@ -1,10 +1,16 @@
 """In-memory ApiClient for unit tests: records every write and can be told to fail.
 
-Like httpx's MockTransport, it ships with the package so that tests never mock.
+Like httpx's MockTransport, it ships with the package so that tests never mock. Failures are
+injected per call: `bind_errors` / `evict_errors` (one error for the next call on that pod),
+`patch_errors` (errors for the next status patches of that pod, in order), `event_errors` (errors
+for the next event writes, in order) and `refuse_events` (every event write fails with it, as when
+RBAC denies events). `event_gate` / `patch_gate`, when set, hold those writes until the test opens
+them (a slow apiserver).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,18 +30,39 @@ class RecordedEvent:
 
 
 @dataclass
+class StatusPatch:
+    pod: str
+    condition: dict[str, Any] | None
+    nominated_node_name: str | None
+    resource_version: str | None
+
+
+@dataclass
 class FakeApiClient:
     """Binds, patches and events land in plain dicts and lists."""
 
     bindings: dict[str, str] = field(default_factory=dict)  # pod key -> node
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)  # pod key -> PodScheduled
-    nominations: dict[str, str] = field(default_factory=dict)
-    events: list[RecordedEvent] = field(default_factory=list)
+    nominations: dict[str, str] = field(default_factory=dict)  # pod key -> node ("" once cleared)
+    status_patches: list[StatusPatch] = field(default_factory=list)  # every accepted status patch
+    writes: list[tuple[str, str]] = field(default_factory=list)  # ("bind" | "status", pod key), in order
+    events: list[RecordedEvent] = field(default_factory=list)  # every created Event
+    stored_events: dict[str, dict[str, Any]] = field(default_factory=dict)  # "ns/name" -> Event (with series)
+    event_writes: int = 0  # creates and patches that reached the fake (accepted or not)
+    # pod key -> condition type -> condition, for every other type (DisruptionTarget)
+    other_conditions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
     # pod key -> ApiError to raise from the next bind of that pod
     bind_errors: dict[str, ApiError] = field(default_factory=dict)
     evict_errors: dict[str, ApiError] = field(default_factory=dict)
+    patch_errors: dict[str, list[ApiError]] = field(default_factory=dict)
+    event_errors: list[ApiError] = field(default_factory=list)
+    refuse_events: ApiError | None = None
+    event_gate: asyncio.Event | None = None
+    patch_gate: asyncio.Event | None = None
+    delete_errors: dict[str, ApiError] = field(default_factory=dict)
+    status_errors: dict[str, ApiError] = field(default_factory=dict)
     # PVs by name and PVCs by namespace/name as last written; errors raised by the next update
     persistent_volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
     persistent_volume_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -49,19 +76,80 @@ class FakeApiClient:
         if pod.key in self.bindings:
             raise ApiError(409, f"pod {pod.key} is already assigned to node {self.bindings[pod.key]}", "Conflict")
         self.bindings[pod.key] = node_name
+        self.writes.append(("bind", pod.key))
 
     async def patch_pod_status(
-        self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
-    ) -> None:
-        if condition is not None:
+        self,
+        pod: Pod,
+        condition: Mapping[str, Any] | None,
+        nominated_node_name: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> Mapping[str, Any] | None:
+        if self.patch_gate is not None:
+            await self.patch_gate.wait()
+        errors = self.patch_errors.get(pod.key)
+        if errors:
+            raise errors.pop(0)
+        error = self.status_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
+        recorded = dict(condition) if condition is not None else None
+        self.status_patches.append(StatusPatch(pod.key, recorded, nominated_node_name, resource_version))
+        self.writes.append(("status", pod.key))
+        status = dict(pod.raw.get("status") or {})
+        if condition is not None and condition.get("type") == "PodScheduled":
             self.conditions[pod.key] = dict(condition)
+        elif condition is not None:
+            self.other_conditions.setdefault(pod.key, {})[condition.get("type", "")] = dict(condition)
+        if condition is not None:
+            others = [c for c in status.get("conditions") or () if c.get("type") != condition.get("type")]
+            status["conditions"] = [*others, dict(condition)]
         if nominated_node_name is not None:
             self.nominations[pod.key] = nominated_node_name
+            status["nominatedNodeName"] = nominated_node_name or None
+        # The pod as an apiserver would return it: the status merged, a new resourceVersion.
+        metadata = dict(pod.raw.get("metadata") or {})
+        metadata["resourceVersion"] = f"{pod.resource_version}+status"
+        return {**pod.raw, "metadata": metadata, "status": status}
 
-    async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
-        self.events.append(RecordedEvent(pod.key, event_type, reason, action, message))
+    async def _event_write(self) -> None:
+        self.event_writes += 1
+        if self.event_gate is not None:
+            await self.event_gate.wait()
+        if self.event_errors:
+            raise self.event_errors.pop(0)
+        if self.refuse_events is not None:
+            raise self.refuse_events
+
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        await self._event_write()
+        key = f"{namespace}/{event['metadata']['name']}"
+        if key in self.stored_events:
+            raise ApiError(409, f'events.events.k8s.io "{key}" already exists', "AlreadyExists")
+        self.stored_events[key] = dict(event)
+        regarding = event["regarding"]
+        self.events.append(
+            RecordedEvent(
+                f"{regarding['namespace']}/{regarding['name']}",
+                event["type"],
+                event["reason"],
+                event["action"],
+                event["note"],
+            )
+        )
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        await self._event_write()
+        key = f"{namespace}/{name}"
+        if key not in self.stored_events:
+            raise ApiError(404, f'events.events.k8s.io "{key}" not found', "NotFound")
+        self.stored_events[key] = {**self.stored_events[key], **patch}
 
     async def delete_pod(self, pod: Pod) -> None:
+        error = self.delete_errors.pop(pod.key, None)
+        if error is not None:
+            raise error
         self.deleted.append(pod.key)
 
     async def evict_pod(self, pod: Pod) -> None:

@@ -7,12 +7,10 @@ every auth form they support works here too; requests reuse one connection pool.
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -88,17 +86,12 @@ def load_connection(kubeconfig: str | None) -> Connection:
 USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class HttpApiClient:
     """The real ApiClient. One aiohttp session, bounded connection pool."""
 
     def __init__(self, connection: Connection, component: str, max_connections: int = 64) -> None:
         self._conn = connection
         self._component = component
-        self._instance = socket.gethostname()
         self._session: aiohttp.ClientSession | None = None
         self._max_connections = max_connections
 
@@ -167,45 +160,41 @@ class HttpApiClient:
         await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
 
     async def patch_pod_status(
-        self, pod: Pod, condition: Mapping[str, Any] | None, nominated_node_name: str | None = None
-    ) -> None:
+        self,
+        pod: Pod,
+        condition: Mapping[str, Any] | None,
+        nominated_node_name: str | None = None,
+        *,
+        resource_version: str | None = None,
+    ) -> Mapping[str, Any] | None:
         status: dict[str, Any] = {}
         if condition is not None:
             status["conditions"] = [dict(condition)]
         if nominated_node_name is not None:
             status["nominatedNodeName"] = nominated_node_name or None
         if not status:
-            return
-        await self.request(
+            return None
+        metadata = {"uid": pod.uid}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
+        written: Mapping[str, Any] | None = await self.request(
             "PATCH",
             f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
-            {"metadata": {"uid": pod.uid}, "status": status},
+            {"metadata": metadata, "status": status},
             content_type="application/strategic-merge-patch+json",
         )
+        return written
 
-    async def emit_event(self, pod: Pod, event_type: str, reason: str, action: str, message: str) -> None:
-        now = _now()
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-                "resourceVersion": pod.resource_version,
-            },
-            "type": event_type,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": self._component},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body)
+    async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        await self.request(
+            "PATCH",
+            f"/apis/events.k8s.io/v1/namespaces/{namespace}/events/{name}",
+            patch,
+            content_type="application/strategic-merge-patch+json",
+        )
 
     async def delete_pod(self, pod: Pod) -> None:
         await self.request(

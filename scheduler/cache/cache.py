@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.cache.snapshot import Snapshot
@@ -41,6 +41,8 @@ class Cache:
         self._dirty: set[str] = set()
         self._node_set_changed = True
         self._image_nodes: dict[str, set[str]] = {}
+        # image name -> size in bytes as first reported by any node holding it (kube's imageStates)
+        self._image_sizes: dict[str, int] = {}
         self._images_changed = False
         self._last_generation = 0
 
@@ -157,8 +159,8 @@ class Cache:
         old = info.node
         if old is None:
             self._node_set_changed = True
-        if old is None or old.images.keys() != node.images.keys():
-            self._set_images(node.name, old.images.keys() if old else (), node.images.keys())
+        if old is None or old.images != node.images:
+            self._set_images(node.name, old.images.keys() if old else (), node.images)
         info.node = node
         self._touch(node.name, info)
 
@@ -167,7 +169,7 @@ class Cache:
         if info is None:
             return
         if info.node is not None:
-            self._set_images(name, info.node.images.keys(), ())
+            self._set_images(name, info.node.images.keys(), {})
         self._node_set_changed = True
         if info.pods:
             info.node = None  # pods still point at it; keep until they go
@@ -176,15 +178,25 @@ class Cache:
             del self._nodes[name]
             self._dirty.add(name)
 
-    def _set_images(self, node: str, old: Iterable[str], new: Iterable[str]) -> None:
+    def _set_images(self, node: str, old: Iterable[str], new: Mapping[str, int]) -> None:
+        """Remove the node from its old images, then add it to the new ones (kube's remove+add).
+
+        An image's size is the one reported by the node that made it known; it changes only once
+        no node holds the image any more and another reports it afresh.
+        """
         for image in old:
             holders = self._image_nodes.get(image)
             if holders is not None:
                 holders.discard(node)
                 if not holders:
                     del self._image_nodes[image]
-        for image in new:
-            self._image_nodes.setdefault(image, set()).add(node)
+                    del self._image_sizes[image]
+        for image, size in new.items():
+            holders = self._image_nodes.get(image)
+            if holders is None:
+                holders = self._image_nodes[image] = set()
+                self._image_sizes[image] = size
+            holders.add(node)
         self._images_changed = True
 
     def sizes(self) -> dict[str, int]:
@@ -228,6 +240,7 @@ class Cache:
             snapshot.generation = self._last_generation
         if self._images_changed:
             snapshot.image_num_nodes = {image: len(nodes) for image, nodes in self._image_nodes.items()}
+            snapshot.image_sizes = dict(self._image_sizes)
             self._images_changed = False
         self._dirty.clear()
         self._node_set_changed = False

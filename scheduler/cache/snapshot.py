@@ -24,6 +24,8 @@ class Snapshot:
         self.generation = 0
         # image name -> number of nodes that have it (ImageLocality spreads scores by this)
         self.image_num_nodes: Mapping[str, int] = {}
+        # image name -> size as kube's cache keeps it: the size first reported by any node
+        self.image_sizes: Mapping[str, int] = {}
 
     def list(self) -> Sequence[NodeInfo]:
         return self.node_info_list
@@ -84,9 +86,12 @@ class Snapshot:
         for info in snap.node_info_list:
             snap.track_affinity(info)
         counts: dict[str, int] = {}
+        sizes: dict[str, int] = {}
         for info in snap.node_info_list:
             assert info.node is not None
-            for image in info.node.images:
+            for image, size in info.node.images.items():
                 counts[image] = counts.get(image, 0) + 1
+                sizes.setdefault(image, size)  # as if the nodes had been added in this order
         snap.image_num_nodes = counts
+        snap.image_sizes = sizes
         return snap

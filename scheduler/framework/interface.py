@@ -7,7 +7,7 @@ PostFilter/PreBind/Bind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
@@ -16,11 +16,12 @@ from scheduler.framework.types import (
     CycleState,
     NodeInfo,
     NodeScore,
+    NodeToStatus,
     PreFilterResult,
     QueuedPodInfo,
     Status,
 )
-from scheduler.model.objects import Pod
+from scheduler.model.objects import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
@@ -59,8 +60,45 @@ class VolumeLister(Protocol):
     def list(self, kind: str) -> Iterable[Mapping[str, Any]]: ...
 
 
+class PodNominator(Protocol):
+    """Pods nominated to nodes by preemption (status.nominatedNodeName), not yet bound."""
+
+    def pods_for_node(self, node_name: str) -> list[Pod]: ...
+
+
+class PdbLister(Protocol):
+    """policy/v1 PodDisruptionBudgets as the informer last saw them."""
+
+    def list(self) -> Sequence[PodDisruptionBudget]: ...
+
+
+class PreemptionFramework(Protocol):
+    """The part of a profile's framework a PostFilter plugin runs for its what-if (dry) runs."""
+
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+    def run_pre_filter_remove_pod(
+        self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
+    ) -> Status | None: ...
+
+
+class EventSink(Protocol):
+    """A profile's event recorder (events.k8s.io/v1, best effort: queues and never raises)."""
+
+    def eventf(
+        self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str
+    ) -> None: ...
+
+
 class Handle(Protocol):
     """What a plugin may reach besides its arguments."""
+
+    # Move these pods to activeQ now (running PreEnqueue again).
+    activate: Callable[[Sequence[str]], None]
+    # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
+    spawn: Callable[[Coroutine[Any, Any, None]], None]
 
     @property
     def snapshot(self) -> SnapshotLister: ...
@@ -72,8 +110,16 @@ class Handle(Protocol):
     def volumes(self) -> VolumeLister: ...
     @property
     def client(self) -> ApiClient: ...
+    @property
+    def nominator(self) -> PodNominator: ...
+    @property
+    def pdbs(self) -> PdbLister: ...
+    def framework(self, profile_name: str) -> PreemptionFramework: ...
+    def event_recorder(self, profile_name: str) -> EventSink: ...
     def allow_waiting_pod(self, uid: str, plugin: str) -> None: ...
-    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> None: ...
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
+        """True when the pod was waiting at Permit (and is now rejected)."""
+        ...
 
 
 @runtime_checkable
@@ -134,9 +180,12 @@ class BatchNormalizePlugin(Protocol):
 
 class PostFilterPlugin(Plugin, Protocol):
     def post_filter(
-        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_to_status: NodeToStatus
     ) -> tuple[str | None, Status | None]:
-        """Returns the nominated node name (or None) and a status."""
+        """Returns the nominated node name and a status.
+
+        The name None leaves the pod's nomination as it is; "" clears it.
+        """
         ...
 
 

@@ -7,8 +7,9 @@ reverse order, Permit waiting, Bind chaining. Knows plugins only through the Pro
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -17,10 +18,12 @@ import numpy as np
 from scheduler import metrics
 from scheduler.framework.interface import (
     BindPlugin,
+    EventSink,
     FilterPlugin,
     NamespaceLister,
     PermitPlugin,
     Plugin,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
@@ -42,13 +45,14 @@ from scheduler.framework.types import (
     CycleState,
     NodeInfo,
     NodeScore,
+    NodeToStatus,
     PreFilterResult,
     QueuedPodInfo,
     Status,
     plugin_list,
 )
 from scheduler.framework.volumes import VolumeStore
-from scheduler.model.objects import Pod
+from scheduler.model.objects import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
@@ -166,6 +170,41 @@ class WorkloadStore:
         return self._controllers.get((api_version, kind, namespace, name))
 
 
+class PdbStore:
+    """A PdbLister kept by the informers (or filled once by tests)."""
+
+    def __init__(self, pdbs: Iterable[PodDisruptionBudget] = ()) -> None:
+        self._by_key: dict[str, PodDisruptionBudget] = {pdb.key: pdb for pdb in pdbs}
+
+    def upsert(self, pdb: PodDisruptionBudget) -> None:
+        self._by_key[pdb.key] = pdb
+
+    def delete(self, key: str) -> None:
+        self._by_key.pop(key, None)
+
+    def list(self) -> Sequence[PodDisruptionBudget]:
+        return list(self._by_key.values())
+
+
+def _spawn_detached(coro: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coro)
+    _DETACHED.add(task)
+    task.add_done_callback(_DETACHED.discard)
+
+
+_DETACHED: set[asyncio.Future[None]] = set()
+
+
+class _NoEvents:
+    def eventf(self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str) -> None:
+        return None
+
+
+class _NoNominations:
+    def pods_for_node(self, node_name: str) -> list[Pod]:
+        return []
+
+
 class FrameworkHandle:
     """What plugins get: listers over the current snapshot, the api client, waiting pods."""
 
@@ -182,8 +221,15 @@ class FrameworkHandle:
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
+        self._pdbs = PdbStore()
         self.waiting_pods: dict[str, WaitingPod] = {}
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
+        self.spawn: Callable[[Coroutine[Any, Any, None]], None] = _spawn_detached
+        # The scheduler shares its nominator here; every profile's framework registers itself.
+        self.nominator: PodNominator = _NoNominations()
+        self.frameworks: dict[str, Framework] = {}
+        # The scheduler's recorder per profile (events are reported as the profile's scheduler).
+        self.recorders: Mapping[str, EventSink] = {}
 
     @property
     def snapshot(self) -> SnapshotLister:
@@ -209,15 +255,27 @@ class FrameworkHandle:
     def volumes(self) -> VolumeStore:
         return self._volumes
 
+    @property
+    def pdbs(self) -> PdbStore:
+        return self._pdbs
+
+    def framework(self, profile_name: str) -> Framework:
+        return self.frameworks[profile_name]
+
+    def event_recorder(self, profile_name: str) -> EventSink:
+        return self.recorders.get(profile_name) or _NoEvents()
+
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)
         if waiting is not None:
             waiting.allow(plugin)
 
-    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> None:
+    def reject_waiting_pod(self, uid: str, plugin: str, message: str) -> bool:
         waiting = self.waiting_pods.get(uid)
-        if waiting is not None:
-            waiting.reject(plugin, message)
+        if waiting is None:
+            return False
+        waiting.reject(plugin, message)
+        return True
 
 
 def _normalize(
@@ -274,6 +332,7 @@ class Framework:
             raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
         self.events = dict(events or {})
+        handle.frameworks[profile_name] = self
 
     # ---- queue ---------------------------------------------------------------------------
 
@@ -369,32 +428,68 @@ class Framework:
                 return status.with_plugin(plugin.name)
         return None
 
+    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        """Filter twice when higher-or-equal priority pods are nominated here: with them, then without.
+
+        Nominated pods of lower priority are ignored: this pod may take the room freed for them.
+        """
+        nominated = [
+            p
+            for p in self.handle.nominator.pods_for_node(node_info.name)
+            if p.uid != pod.uid and p.priority >= pod.priority
+        ]
+        if not nominated:
+            return self.run_filter(state, pod, node_info)
+        with_pods = node_info.clone()
+        state_with = state.clone()
+        for other in nominated:
+            placed = dataclasses.replace(other, node_name=node_info.name)
+            with_pods.add_pod(placed)
+            add_status = self.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
+            if add_status is not None:
+                return add_status
+        status = self.run_filter(state_with, pod, with_pods)
+        if status is not None:
+            return status
+        return self.run_filter(state, pod, node_info)
+
     def run_post_filter(
-        self, state: CycleState, pod: Pod, node_to_status: Mapping[str, Status]
+        self, state: CycleState, pod: Pod, node_to_status: NodeToStatus
     ) -> tuple[str | None, Status | None]:
-        """Stops at the first plugin that makes the pod schedulable (e.g. preemption nominates a node)."""
+        """Stops at the first plugin that makes the pod schedulable (e.g. preemption nominates a node).
+
+        The nominated name is None (leave the nomination), "" (clear it) or a node name; among
+        rejecting plugins the last one that said anything about the nomination wins.
+        """
         started = time.perf_counter()
         messages: list[str] = []
         final: Status | None = Status.unschedulable()
+        result: str | None = None
         for plugin in self.post_filter_plugins:
             try:
                 nominated, status = plugin.post_filter(state, pod, node_to_status)
             except Exception as exc:
                 final = Status.as_error(exc, plugin.name)
+                result = None
                 break
             if status is None or status.code == Code.SUCCESS:
                 _timed("PostFilter", self.profile_name, started, None)
                 return nominated, status
-            if status.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR):
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return nominated, status.with_plugin(plugin.name)
+            if status.code == Code.ERROR:
                 final = status.with_plugin(plugin.name)
-                messages.extend(status.reasons)
+                result = None
+                messages = list(status.reasons)
                 break
+            if nominated is not None:
+                result = nominated
             messages.extend(status.reasons)
-            final = status.with_plugin(plugin.name)
+            final = final if final is not None and final.plugin else status.with_plugin(plugin.name)
         _timed("PostFilter", self.profile_name, started, final)
         if final is not None and messages:
             final = Status(final.code, tuple(messages), final.error, final.plugin)
-        return None, final
+        return result, final
 
     # ---- scoring -------------------------------------------------------------------------
 

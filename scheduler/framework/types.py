@@ -7,7 +7,7 @@ never mutate one (preemption's what-ifs work on clones).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -272,6 +272,30 @@ class NodeScore:
     score: int
 
 
+class NodeToStatus:
+    """Per-node statuses, plus one status for every node not listed (kube's NodeToStatus).
+
+    What PostFilter plugins read: nodes a PreFilter rejected (or left out) all at once are not
+    listed one by one, their status is the absent-nodes status.
+    """
+
+    __slots__ = ("absent", "statuses")
+
+    def __init__(self, statuses: Mapping[str, Status] | None = None, absent: Status | None = None) -> None:
+        self.statuses: dict[str, Status] = dict(statuses or {})
+        self.absent = absent if absent is not None else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def get(self, node_name: str) -> Status:
+        return self.statuses.get(node_name, self.absent)
+
+    def __len__(self) -> int:
+        return len(self.statuses)
+
+    def nodes_for_code(self, nodes: Sequence[NodeInfo], code: Code) -> list[NodeInfo]:
+        """The nodes (in the given order) whose status, listed or absent, has this code."""
+        return [info for info in nodes if self.get(info.name).code == code]
+
+
 @dataclass(slots=True)
 class Diagnosis:
     """Why a pod fit nowhere: per-node statuses and the plugins that rejected it."""
@@ -286,6 +310,9 @@ class Diagnosis:
 
     def status_of(self, node_name: str) -> Status | None:
         return self.node_to_status.get(node_name, self.absent_status)
+
+    def node_statuses(self) -> NodeToStatus:
+        return NodeToStatus(self.node_to_status, self.absent_status)
 
 
 class FitError(Exception):
@@ -314,7 +341,8 @@ class FitError(Exception):
         if counts:
             message += " " + ", ".join(sorted(f"{n} {r}" for r, n in counts.items())) + "."
         if self.diagnosis.post_filter_msg:
-            message += f" {self.diagnosis.post_filter_msg}."
+            # As upstream: the PostFilter part carries its own punctuation.
+            message += f" {self.diagnosis.post_filter_msg}"
         return message
 
 

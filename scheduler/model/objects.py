@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from scheduler.model.quantity import QuantityError, to_int, to_milli
+from scheduler.model.podresources import (
+    DEFAULT_NON_MISSING,
+    PodResources,
+    ResourceListError,
+    non_missing_for_node_info,
+)
+from scheduler.model.quantity import QuantityError, ceil_int, ceil_milli, to_int, to_milli
 
 CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
-
-# kube-scheduler counts a container without requests as this much when it spreads or
-# scores load (never when it checks fit): 100 millicores and 200 MiB.
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 Raw = Mapping[str, Any]
 
@@ -84,6 +86,23 @@ class Resource:
         )
 
     @classmethod
+    def from_amounts(cls, amounts: Mapping[str, Decimal]) -> Resource:
+        """Build from exact amounts, rounding up as resource.Quantity's Value/MilliValue do."""
+        res = cls()
+        for name, amount in amounts.items():
+            if name == CPU:
+                res.milli_cpu = _milli(amount)
+            elif name == MEMORY:
+                res.memory = _whole(amount)
+            elif name == EPHEMERAL_STORAGE:
+                res.ephemeral_storage = _whole(amount)
+            elif name == PODS:
+                res.allowed_pods = _whole(amount)
+            else:
+                res.scalar[name] = _whole(amount)
+        return res
+
+    @classmethod
     def from_list(cls, amounts: Raw | None, where: str) -> Resource:
         """Build from a ResourceList ({"cpu": "100m", ...}); `where` names the field for errors."""
         res = cls()
@@ -131,6 +150,29 @@ class Pod:
     non_zero_milli_cpu: int
     non_zero_memory: int
     raw: Raw = field(repr=False, compare=False, hash=False)
+    # Requests from the spec alone, set only when in-place resize status makes them differ.
+    spec_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
+    # What NodeResourcesFit scores this pod with, set only where it differs from the non-zero
+    # cpu/memory and the requests: kube-scheduler 1.37 builds that plugin's scorer without its
+    # feature flags, so it reads the spec's containers with the 100m/200Mi defaults, ignoring
+    # pod-level resources and in-place resize status (overhead still added).
+    fit_scoring_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
+
+    @property
+    def fit_requests(self) -> Resource:
+        """What NodeResourcesFit's PreFilter checks: the spec's requests (the pod is not running yet)."""
+        return self.spec_requests if self.spec_requests is not None else self.requests
+
+    def fit_scoring_request(self, name: str) -> int:
+        """The pod's request of one resource as NodeResourcesFit's Score sees it."""
+        scoring = self.fit_scoring_requests
+        if scoring is not None:
+            return scoring.get(name)
+        if name == CPU:
+            return self.non_zero_milli_cpu
+        if name == MEMORY:
+            return self.non_zero_memory
+        return self.requests.get(name)
 
     @property
     def key(self) -> str:
@@ -161,7 +203,7 @@ class Pod:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         key = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
-        requests, nz_cpu, nz_mem = _pod_requests(spec, key)
+        requests, nz_cpu, nz_mem, fit_requests, fit_scoring = _pod_requests(raw, key)
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise InvalidObject(f"{key}: spec.priority: {priority!r} is not an integer")
@@ -182,64 +224,41 @@ class Pod:
             non_zero_milli_cpu=nz_cpu,
             non_zero_memory=nz_mem,
             raw=raw,
+            spec_requests=fit_requests,
+            fit_scoring_requests=fit_scoring,
         )
 
 
-def _pod_requests(spec: Raw, key: str) -> tuple[Resource, int, int]:
-    """Effective requests: regular containers plus sidecars, at least any init step, plus overhead.
+def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | None, Resource | None]:
+    """Requests as kube-scheduler 1.37 computes them (see scheduler.model.podresources).
 
-    Restartable init containers (sidecars) keep running, so they add to everything that
-    starts after them; a plain init container runs alone next to the sidecars started
-    before it. Also returns the non-zero cpu/memory used for scoring.
+    Returns the requests the cache accounts (pod-level resources and in-place resize status
+    included), the non-zero cpu/memory of framework.PodInfo, and — only where they differ — the
+    spec-only requests NodeResourcesFit filters with and the requests its Score uses.
     """
-    total = Resource()
-    nz_cpu = nz_mem = 0
-    for i, container in enumerate(spec.get("containers") or ()):
-        req = Resource.from_list(
-            (container.get("resources") or {}).get("requests"),
-            f"{key}: spec.containers[{i}].resources.requests",
-        )
-        total.add(req)
-        nz_cpu += req.milli_cpu or (DEFAULT_MILLI_CPU_REQUEST if CPU not in _req_names(container) else 0)
-        nz_mem += req.memory or (DEFAULT_MEMORY_REQUEST if MEMORY not in _req_names(container) else 0)
-    sidecars = Resource()
-    init_peak = Resource()
-    nz_sidecar_cpu = nz_sidecar_mem = 0
-    nz_init_cpu = nz_init_mem = 0
-    for i, container in enumerate(spec.get("initContainers") or ()):
-        req = Resource.from_list(
-            (container.get("resources") or {}).get("requests"),
-            f"{key}: spec.initContainers[{i}].resources.requests",
-        )
-        c_cpu = req.milli_cpu or (DEFAULT_MILLI_CPU_REQUEST if CPU not in _req_names(container) else 0)
-        c_mem = req.memory or (DEFAULT_MEMORY_REQUEST if MEMORY not in _req_names(container) else 0)
-        if container.get("restartPolicy") == "Always":
-            total.add(req)
-            sidecars.add(req)
-            nz_cpu += c_cpu
-            nz_mem += c_mem
-            nz_sidecar_cpu += c_cpu
-            nz_sidecar_mem += c_mem
-            step = sidecars.copy()
-            step_cpu, step_mem = nz_sidecar_cpu, nz_sidecar_mem
-        else:
-            step = req.copy()
-            step.add(sidecars)
-            step_cpu, step_mem = c_cpu + nz_sidecar_cpu, c_mem + nz_sidecar_mem
-        init_peak.set_max(step)
-        nz_init_cpu = max(nz_init_cpu, step_cpu)
-        nz_init_mem = max(nz_init_mem, step_mem)
-    total.set_max(init_peak)
-    nz_cpu = max(nz_cpu, nz_init_cpu)
-    nz_mem = max(nz_mem, nz_init_mem)
-    overhead = Resource.from_list(spec.get("overhead"), f"{key}: spec.overhead")
-    total.add(overhead)
-    return total, nz_cpu + overhead.milli_cpu, nz_mem + overhead.memory
+    try:
+        resources = PodResources(raw, key)
+        requests = resources.requests(use_status=True)
+        pod_level = resources.pod_level_requests_set
+        non_zero = resources.requests(use_status=True, non_missing=non_missing_for_node_info(requests, pod_level))
+        differs = resources.status_matters
+        fit = Resource.from_amounts(resources.requests(use_status=False)) if differs else None
+        scoring = None
+        if pod_level or differs:
+            scoring = Resource.from_amounts(
+                resources.requests(use_status=False, non_missing=DEFAULT_NON_MISSING, pod_level=False)
+            )
+    except ResourceListError as exc:
+        raise InvalidObject(str(exc)) from exc
+    return Resource.from_amounts(requests), _milli(non_zero.get(CPU)), _whole(non_zero.get(MEMORY)), fit, scoring
 
 
-def _req_names(container: Raw) -> Mapping[str, Any]:
-    requests: Mapping[str, Any] = (container.get("resources") or {}).get("requests") or {}
-    return requests
+def _milli(amount: Decimal | None) -> int:
+    return 0 if amount is None else ceil_milli(amount)
+
+
+def _whole(amount: Decimal | None) -> int:
+    return 0 if amount is None else ceil_int(amount)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +281,8 @@ class Node:
     taints: tuple[Taint, ...]
     images: Mapping[str, int]
     raw: Raw = field(repr=False, compare=False, hash=False)
+    # status.declaredFeatures (NodeDeclaredFeatures; the apiserver keeps it sorted and unique).
+    declared_features: tuple[str, ...] = ()
 
     def same_scheduling_properties(self, other: Node) -> bool:
         """True when nothing a scheduler looks at differs (e.g. a heartbeat-only status update)."""
@@ -271,6 +292,7 @@ class Node:
             and self.taints == other.taints
             and self.labels == other.labels
             and self.images == other.images
+            and self.declared_features == other.declared_features
             and (self.raw.get("metadata") or {}).get("annotations")
             == (other.raw.get("metadata") or {}).get("annotations")
         )
@@ -284,7 +306,7 @@ class Node:
         images: dict[str, int] = {}
         for image in status.get("images") or ():
             for name in image.get("names") or ():
-                images[name] = int(image.get("sizeBytes") or 0)
+                images.setdefault(name, int(image.get("sizeBytes") or 0))  # the first entry naming it counts
         return cls(
             uid=meta.get("uid", ""),
             name=meta.get("name", ""),
@@ -297,4 +319,37 @@ class Node:
             ),
             images=images,
             raw=raw,
+            declared_features=tuple(status.get("declaredFeatures") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """What preemption needs of a policy/v1 PodDisruptionBudget (spec.selector stays raw)."""
+
+    namespace: str
+    name: str
+    selector: Raw | None
+    disruptions_allowed: int
+    # Pods whose eviction the apiserver already admitted (status.disruptedPods): not counted again.
+    disrupted_pods: frozenset[str]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_raw(cls, raw: Raw) -> PodDisruptionBudget:
+        meta = raw.get("metadata") or {}
+        status = raw.get("status") or {}
+        allowed = status.get("disruptionsAllowed") or 0
+        if not isinstance(allowed, int):
+            key = f"poddisruptionbudget {meta.get('namespace', '')}/{meta.get('name', '')}"
+            raise InvalidObject(f"{key}: status.disruptionsAllowed: {allowed!r} is not an integer")
+        return cls(
+            namespace=meta.get("namespace", ""),
+            name=meta.get("name", ""),
+            selector=(raw.get("spec") or {}).get("selector"),
+            disruptions_allowed=allowed,
+            disrupted_pods=frozenset(status.get("disruptedPods") or ()),
         )

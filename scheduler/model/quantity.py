@@ -55,15 +55,21 @@ def parse_quantity(value: str | int | float) -> Decimal:
     return base * (Decimal(10) ** int(suffix[1:]))
 
 
-def _ceil(value: Decimal) -> int:
+def ceil_milli(value: Decimal) -> int:
+    """An exact amount in thousandths, rounded up (resource.Quantity's MilliValue)."""
+    return int((value * 1000).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def ceil_int(value: Decimal) -> int:
+    """An exact amount in base units, rounded up (resource.Quantity's Value)."""
     return int(value.to_integral_value(rounding="ROUND_CEILING"))
 
 
 def to_milli(value: str | int | float) -> int:
     """The quantity in thousandths, rounded up (CPU in millicores)."""
-    return _ceil(parse_quantity(value) * 1000)
+    return ceil_milli(parse_quantity(value))
 
 
 def to_int(value: str | int | float) -> int:
     """The quantity in base units, rounded up (memory in bytes, counts)."""
-    return _ceil(parse_quantity(value))
+    return ceil_int(parse_quantity(value))

@@ -176,11 +176,7 @@ class PriorityQueue:
         profile = self._profile(info.pod)
         status = profile.pre_enqueue(info.pod)
         if status is not None:
-            info.gated = True
-            info.gating_plugin = status.plugin
-            info.unschedulable_plugins = {status.plugin} if status.plugin else set()
-            self._unschedulable[info.pod.uid] = info
-            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, event).inc()
+            self._gate(info, status, event)
             return False
         info.gated = False
         info.gating_plugin = ""
@@ -191,6 +187,13 @@ class PriorityQueue:
         if self._wakeup is not None:
             self._wakeup.set()
         return True
+
+    def _gate(self, info: QueuedPodInfo, status: Status, event: str) -> None:
+        info.gated = True
+        info.gating_plugin = status.plugin
+        info.unschedulable_plugins = {status.plugin} if status.plugin else set()
+        self._unschedulable[info.pod.uid] = info
+        metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, event).inc()
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         item = _BackoffItem(info, self.backoff_expiry(info), next(self._seq))
@@ -228,6 +231,11 @@ class PriorityQueue:
     def _requeue(self, info: QueuedPodInfo, event: str) -> str:
         """Move a pod that some event may help: backoffQ while backing off, else activeQ."""
         if self.is_backing_off(info):
+            # PreEnqueue runs on the way into backoffQ too (pods may be popped from there).
+            status = self._profile(info.pod).pre_enqueue(info.pod)
+            if status is not None:
+                self._gate(info, status, event)
+                return UNSCHEDULABLE_Q
             self._push_backoff(info, event)
             return BACKOFF_Q
         return ACTIVE_Q if self._push_active(info, event) else UNSCHEDULABLE_Q
@@ -470,10 +478,14 @@ class PriorityQueue:
         self._update_gauges()
 
     def activate(self, uids: Iterable[str]) -> None:
-        """Move the given pods to activeQ now (plugins ask for this through the handle)."""
+        """Move the given pods to activeQ now (plugins ask for this through the handle).
+
+        Gated pods go through PreEnqueue again, as kube-scheduler's activate does: a plugin that
+        gated a pod (DefaultPreemption while its preemption runs) activates it once it would pass.
+        """
         for uid in uids:
             info = self._unschedulable.get(uid)
-            if info is not None and not info.gated:
+            if info is not None:
                 del self._unschedulable[uid]
                 self._push_active(info, FORCE_ACTIVATE_EVENT.label)
                 continue

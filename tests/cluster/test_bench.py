@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.testing.bench.runner import main
+from scheduler.testing.bench.upstream_run import main as upstream_main
 
 pytestmark = pytest.mark.cluster
 
@@ -50,3 +51,21 @@ def test_tiny_benchmark_binds_everything_that_fits_and_writes_sane_results(tmp_p
     table = (out_dir / "results.md").read_text()
     assert "| Unschedulable | secondary-scheduler | 5 | 20 | 16/16 |" in table
     assert (tmp_path / "latest.md").read_text().startswith("# Scheduler benchmark")
+
+
+def test_upstream_workload_runs_verbatim_through_ours_and_the_null_binder(tmp_path: Path) -> None:
+    args = ["--cases", "SchedulingBasic/500Nodes", "--schedulers", "ours,null", "--scale", "0.2"]
+    assert upstream_main([*args, "--timeout", "120", "--results-dir", str(tmp_path)]) == 0
+
+    (out_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    results = json.loads((out_dir / "results.json").read_text())
+    runs = {run["scheduler"]: run for run in results["runs"]}
+    assert set(runs) == {"ours", "null"}
+    for run in runs.values():
+        assert "error" not in run, run["error"]
+        (phase,) = run["phases"]  # one createPods with collectMetrics
+        assert phase["scheduled"] == run["scheduled"] == 200  # measurePods 1000 at scale 0.2
+        assert phase["namespaces"] == ["namespace-2"]  # upstream's namespace for op 2
+    assert runs["ours"]["cpu_ms_per_pod"] > 0
+    assert runs["ours"]["attempt_p50_ms"] is not None
+    assert "SchedulingBasic/500Nodes" in (tmp_path / "latest-upstream.md").read_text()

@@ -75,7 +75,9 @@ def test_bind_and_unschedulable_report(compat_plane: ControlPlane, compat_core: 
                     condition is not None
                     and condition.status == "False"
                     and condition.reason == "Unschedulable"
-                    and condition.message == "0/1 nodes are available: 1 Insufficient cpu."
+                    and condition.message
+                    == "0/1 nodes are available: 1 Insufficient cpu. "
+                    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
                 )
 
             wait_for(reported, timeout=60, what="PodScheduled=False on the older apiserver")

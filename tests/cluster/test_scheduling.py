@@ -63,7 +63,10 @@ def test_unfittable_pod_reported_then_bound_when_a_big_node_arrives(
         nodes(f"{namespace}-small{i}", cpu="1")
     with running_scheduler(control_plane, scheduler_name):
         core.create_namespaced_pod(namespace, make_pod("huge", scheduler_name, cpu="3"))
-        message = "0/3 nodes are available: 3 Insufficient cpu."
+        message = (
+            "0/3 nodes are available: 3 Insufficient cpu. "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        )
 
         def reported() -> bool:
             pod = core.read_namespaced_pod("huge", namespace)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
-from scheduler.config import default_config
+from scheduler.config import SchedulerConfig, default_config, parse_config
 from scheduler.framework.types import CycleState, Diagnosis
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
@@ -38,6 +38,16 @@ TOLERATIONS = [
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 ]
 IMAGES = {"nginx:latest": 300 * 2**20, "redis:7": 120 * 2**20, "big:1": 900 * 2**20}
+# Nodes may report another size for the same image name: kube's cache keeps the first one.
+OTHER_SIZE = {"nginx:latest": 40 * 2**20, "redis:7": 700 * 2**20, "big:1": 2000 * 2**20}
+FEATURES = ["RestartAllContainersOnContainerExits", "UserNamespacesHostNetworkSupport", "ExtendWebSocketsToKubelet"]
+SHAPES = [
+    [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
+    [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}],
+    # falling segments that do not divide evenly (Go truncates toward zero)
+    [{"utilization": 0, "score": 10}, {"utilization": 30, "score": 3}, {"utilization": 70, "score": 9}],
+    [{"utilization": 10, "score": 8}, {"utilization": 45, "score": 1}, {"utilization": 90, "score": 6}],
+]
 
 cpu = st.sampled_from(["0", "100m", "500m", "1", "2", "4"])
 memory = st.sampled_from(["0", "128Mi", "1Gi", "4Gi", "32Gi"])
@@ -54,6 +64,8 @@ def node(draw: Any, i: int) -> dict[str, Any]:
     if disk:
         labels["disk"] = disk
     images = draw(st.lists(st.sampled_from(sorted(IMAGES)), unique=True, max_size=2))
+    sizes = {image: draw(st.sampled_from([IMAGES[image], OTHER_SIZE[image]])) for image in images}
+    declared = sorted(draw(st.lists(st.sampled_from(FEATURES), unique=True, max_size=2)))
     return {
         "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": labels},
         "spec": {
@@ -66,7 +78,8 @@ def node(draw: Any, i: int) -> dict[str, Any]:
                 "memory": draw(st.sampled_from(["0", "1Gi", "4Gi", "32Gi"])),
                 "pods": draw(st.sampled_from(["0", "1", "3", "110"])),
             },
-            "images": [{"names": [image], "sizeBytes": IMAGES[image]} for image in images],
+            "images": [{"names": [image], "sizeBytes": sizes[image]} for image in images],
+            **({"declaredFeatures": declared} if declared else {}),
         },
     }
 
@@ -112,7 +125,37 @@ def pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
             spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
                 "preferredDuringSchedulingIgnoredDuringExecution"
             ] = preferred
-    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec, "status": {}}
+    status: dict[str, Any] = {}
+    resource_shapes(draw, spec, status, assigned=bool(node_name))
+    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec, "status": status}
+
+
+def resource_shapes(draw: Any, spec: dict[str, Any], status: dict[str, Any], assigned: bool) -> None:
+    """Pod-level resources, overhead, init containers and sidecars; for assigned pods an in-place
+    resize (allocated/actual resources, an Infeasible resize); a restart rule needing a feature."""
+    if draw(st.booleans()):
+        level = {"cpu": draw(cpu)} if draw(st.booleans()) else {}
+        if draw(st.booleans()):
+            level["memory"] = draw(memory)
+        if level:
+            spec["resources"] = {"requests": level}
+    if draw(st.booleans()):
+        spec["overhead"] = {"cpu": draw(cpu), "memory": draw(memory)}
+    if draw(st.booleans()):
+        init = {"name": "init", "resources": {"requests": {"cpu": draw(cpu)}}}
+        if draw(st.booleans()):
+            init["restartPolicy"] = "Always"
+        spec["initContainers"] = [init]
+    if draw(st.booleans()):
+        rule = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}
+        spec["containers"][0].update(restartPolicy="Never", restartPolicyRules=[rule])
+    if assigned and draw(st.booleans()):
+        container_status: dict[str, Any] = {"name": "c", "allocatedResources": {"cpu": draw(cpu)}}
+        if draw(st.booleans()):
+            container_status["resources"] = {"requests": {"memory": draw(memory)}}
+        status["containerStatuses"] = [container_status]
+        if draw(st.booleans()):
+            status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
 
 
 @st.composite
@@ -126,8 +169,34 @@ def cluster(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list
     return nodes, existing, pending
 
 
-def load(nodes: list[dict[str, Any]], existing: list[dict[str, Any]]) -> Scheduler:
-    sched = build_scheduler(default_config(NAME), full_registry(), FakeApiClient(), {"default": {}})
+@st.composite
+def scheduler_config(draw: Any) -> SchedulerConfig:
+    """The default profile, or one with a non-default NodeResourcesFit scoring strategy."""
+    kind = draw(st.sampled_from(["default", "MostAllocated", "RequestedToCapacityRatio"]))
+    if kind == "default":
+        return default_config(NAME)
+    strategy: dict[str, Any] = {"type": kind}
+    if draw(st.booleans()):
+        strategy["resources"] = [{"name": "cpu", "weight": draw(st.integers(1, 5))}, {"name": "memory", "weight": 1}]
+    if kind == "RequestedToCapacityRatio":
+        strategy["requestedToCapacityRatio"] = {"shape": draw(st.sampled_from(SHAPES))}
+    raw = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [
+            {
+                "schedulerName": NAME,
+                "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}],
+            }
+        ],
+    }
+    return parse_config(raw)
+
+
+def load(
+    nodes: list[dict[str, Any]], existing: list[dict[str, Any]], config: SchedulerConfig | None = None
+) -> Scheduler:
+    sched = build_scheduler(config or default_config(NAME), full_registry(), FakeApiClient(), {"default": {}})
     informers = Informers(sched)
     for raw in nodes:
         informers.on_node("ADDED", raw)
@@ -138,10 +207,12 @@ def load(nodes: list[dict[str, Any]], existing: list[dict[str, Any]]) -> Schedul
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cluster())
-def test_batch_forms_agree_with_per_node_forms(data: tuple[list[Any], list[Any], list[Any]]) -> None:
+@given(cluster(), scheduler_config())
+def test_batch_forms_agree_with_per_node_forms(
+    data: tuple[list[Any], list[Any], list[Any]], config: SchedulerConfig
+) -> None:
     nodes, existing, pending = data
-    sched = load(nodes, existing)
+    sched = load(nodes, existing, config)
     fw = sched.frameworks[NAME]
     infos = sched.snapshot.list()
     table = sched.snapshot.table

@@ -19,12 +19,13 @@ def node(name: str, cpu: str, taint: bool = False) -> dict[str, Any]:
     return raw
 
 
-def pod(name: str, cpu: str, node_name: str = "") -> dict[str, Any]:
+def pod(name: str, cpu: str, node_name: str = "", priority: int = 0) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "ns", "uid": name},
         "spec": {
             "schedulerName": "secondary-scheduler",
             "nodeName": node_name,
+            "priority": priority,
             "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
         },
     }
@@ -44,7 +45,9 @@ def test_pending_pod_reasons_per_node_and_message() -> None:
     assert by_node["gpu"] is not None
     assert by_node["gpu"].plugin == "TaintToleration"
     assert result.message == (
-        "FailedScheduling: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu."
+        "FailedScheduling: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."
     )
     text = result.render()
     assert "rejected by: NodeResourcesFit (2 nodes), TaintToleration (1 nodes)" in text
@@ -59,3 +62,22 @@ def test_schedulable_pod_shows_scores_and_the_winner() -> None:
     assert best.node == "b"  # less allocated
     assert "NodeResourcesFit" in best.scores
     assert result.message.startswith("would be scheduled to b")
+
+
+def test_explain_says_what_preemption_would_do() -> None:
+    cluster = {
+        "nodes": [node("busy", "4")],
+        "pods": [pod("hog", "3", node_name="busy")],
+        "pdbs": [
+            {
+                "metadata": {"name": "keep", "namespace": "ns"},
+                "spec": {"selector": {"matchLabels": {"app": "other"}}},
+                "status": {"disruptionsAllowed": 0},
+            }
+        ],
+    }
+    result = explain_pod(Options(), pod("vip", "2", priority=100), cluster)
+    assert result.message == (
+        "FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: found a potential placement for pod on node busy, preempting 1 victims"
+    )

@@ -12,7 +12,7 @@ from scheduler.api.fake import FakeApiClient
 from scheduler.cache import Snapshot
 from scheduler.framework.interface import Plugin
 from scheduler.framework.runtime import Framework, FrameworkHandle
-from scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, PreFilterResult, Status
+from scheduler.framework.types import Code, CycleState, NodeInfo, NodeScore, NodeToStatus, PreFilterResult, Status
 from scheduler.model.objects import Node, Pod
 
 POD = Pod.from_raw({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec": {"containers": []}})
@@ -300,10 +300,10 @@ def test_post_filter_stops_at_the_first_success_and_collects_messages() -> None:
     first = Preempt("P1", None, Status.unschedulable("no victims"))
     second = Preempt("P2", "n1", None)
     third = Preempt("P3", None, None)
-    nominated, status = make(postFilter=[first, second, third]).run_post_filter(CycleState(), POD, {})
+    nominated, status = make(postFilter=[first, second, third]).run_post_filter(CycleState(), POD, NodeToStatus())
     assert (nominated, status) == ("n1", None)
     assert third.calls == 0
-    nominated, status = make(postFilter=[first]).run_post_filter(CycleState(), POD, {})
+    nominated, status = make(postFilter=[first]).run_post_filter(CycleState(), POD, NodeToStatus())
     assert nominated is None
     assert status is not None
     assert status.reasons == ("no victims",)

@@ -18,6 +18,10 @@ from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler, num_feasible_nodes_to_find, select_best
 
 NAME = "secondary-scheduler"
+NO_VICTIMS_ON_ONE_NODE = (
+    "0/1 nodes are available: 1 Insufficient cpu. "
+    "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+)
 
 
 def raw_node(name: str, cpu: str = "4", mem: str = "32Gi", pods: str = "110") -> dict[str, Any]:
@@ -92,7 +96,10 @@ async def test_fit_error_message_and_condition() -> None:
     inf.on_node("ADDED", raw_node("full", cpu="8", pods="0"))
     inf.on_pod("ADDED", raw_pod("big", cpu="2"))
     await run_queue(sched)
-    message = "0/4 nodes are available: 1 Too many pods, 3 Insufficient cpu."
+    message = (
+        "0/4 nodes are available: 1 Too many pods, 3 Insufficient cpu. preemption: 0/4 nodes are available: "
+        "1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling."
+    )
     assert client.conditions["ns/big"]["reason"] == "Unschedulable"
     assert client.conditions["ns/big"]["message"] == message
     assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [message]
@@ -117,7 +124,7 @@ async def test_other_schedulers_pods_are_ignored_but_counted() -> None:
     await run_queue(sched)
     assert client.bindings == {}
     assert "ns/theirs-pending" not in client.conditions
-    assert client.conditions["ns/mine"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert client.conditions["ns/mine"]["message"] == NO_VICTIMS_ON_ONE_NODE
 
 
 async def test_failed_bind_forgets_the_pod_and_requeues_it() -> None:
@@ -194,7 +201,7 @@ async def test_nominated_higher_priority_pod_keeps_its_room() -> None:
     await run_queue(sched)
     # With the VIP counted on its nominated node, the low-priority pod does not fit.
     assert "ns/low" not in client.bindings
-    assert client.conditions["ns/low"]["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert client.conditions["ns/low"]["message"] == NO_VICTIMS_ON_ONE_NODE
     # An equal-or-higher priority pod is filtered without the nomination too, but must fit with it first.
     inf.on_pod("ADDED", raw_pod("peer", cpu="500m", priority=100))
     await run_queue(sched)
@@ -255,7 +262,8 @@ async def test_nodes_left_out_by_prefilter_are_counted_in_the_message() -> None:
     inf.on_pod("ADDED", raw)
     await run_queue(sched)
     assert client.conditions["ns/pinned"]["message"] == (
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 
 

@@ -1,4 +1,13 @@
-"""`python -m scheduler.testing.bench [--workloads a,b] [--schedulers ours,kube,null] [--full]`."""
+"""`python -m scheduler.testing.bench [--workloads a,b] [--schedulers ours,kube,null] [--full]`, or
+`python -m scheduler.testing.bench upstream [--cases Case/Workload] [--label performance] [--full]`
+for upstream's own scheduler_perf test cases."""
+
+import sys
+
+if sys.argv[1:2] == ["upstream"]:
+    from scheduler.testing.bench.upstream_run import main as upstream_main
+
+    raise SystemExit(upstream_main(sys.argv[2:]))
 
 from scheduler.testing.bench.runner import main
 

@@ -1,4 +1,8 @@
-"""ImageLocality: image sizes present on a node, scaled by how widespread each image is."""
+"""ImageLocality: image sizes present on a node, scaled by how widespread each image is.
+
+Cases ported from kube-scheduler v1.37.2 imagelocality/image_locality_test.go
+(TestImageLocalityPriority, TestNormalizedImageName), plus the cache's one size per image name.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ import hashlib
 import pytest
 
 from plugins.imagelocality import ImageLocality, normalized_image_name
+from scheduler.api.fake import FakeApiClient
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.runtime import FrameworkHandle
 from scheduler.framework.types import CycleState
 from tests.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
@@ -68,6 +76,16 @@ N20_30_40 = ((20, ("gcr.io/20:latest",)), (30, ("gcr.io/30:latest",)), (40, ("gc
             [6, 0],
         ),
         (pod_with(), [images("n1", *N40_300_2000)], [0]),
+        (  # pod with ImageVolume: the volume's image counts like a container's
+            pod_with("gcr.io/30").spec(volumes=[{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}]),
+            [images("n1", *N300_600_900), images("n2", *N4000_30)],
+            [6, 0],
+        ),
+        (  # same images as ImageVolume pod but as regular container images
+            pod_with("gcr.io/30", "gcr.io/300"),
+            [images("n1", *N300_600_900), images("n2", *N4000_30)],
+            [6, 0],
+        ),
         (  # names are only completed with :latest, never with a registry prefix
             pod_with("nginx"),
             [images("n1", (2000, ("docker.io/library/nginx:latest",)))],
@@ -95,3 +113,40 @@ DIGEST = "sha256:" + hashlib.sha256(b"root").hexdigest()
 )
 def test_normalized_image_name(name: str, want: str) -> None:
     assert normalized_image_name(name) == want
+
+
+def scores_through_cache(cache: Cache, snap: Snapshot, pod: PodBuilder) -> dict[str, int]:
+    cache.update_snapshot(snap)
+    plugin = ImageLocality(FrameworkHandle(FakeApiClient(), snap))
+    state = CycleState()
+    target = pod.obj()
+    per_node = {info.name: plugin.score(state, target, info)[0] for info in snap.list()}
+    batch = plugin.score_batch(state, target, snap.table, snap.table.arange).tolist()
+    assert batch == [per_node[info.name] for info in snap.list()]
+    return per_node
+
+
+def test_image_size_is_the_first_reported_per_image_name() -> None:
+    # n1 reports nginx at 800 MiB first; n2's own 100 MiB figure is not used: both nodes score
+    # 100 * (800M * 2/2 - 23M) / (1000M - 23M) = 79, where n2's own size would give 7.
+    cache, snap = Cache(), Snapshot()
+    cache.add_or_update_node(images("n1", (800, ("nginx:1",))).obj())
+    cache.add_or_update_node(images("n2", (100, ("nginx:1",))).obj())
+    assert scores_through_cache(cache, snap, pod_with("nginx:1")) == {"n1": 79, "n2": 79}
+    # The first reporter goes; the image is still known, with the size it was first seen at.
+    cache.remove_node("n1")
+    assert scores_through_cache(cache, snap, pod_with("nginx:1")) == {"n2": 79}
+    # The last holder reports a new size: the image is known afresh at that size (remove + add).
+    cache.add_or_update_node(images("n2", (300, ("nginx:1",))).obj())
+    assert scores_through_cache(cache, snap, pod_with("nginx:1")) == {"n2": 28}
+
+
+def test_standalone_snapshot_takes_sizes_in_node_order() -> None:
+    infos = [node_info(images("n1", (800, ("nginx:1",)))), node_info(images("n2", (100, ("nginx:1",))))]
+    plugin = ImageLocality(make_handle(*infos))
+    assert run_score(plugin, CycleState(), pod_with("nginx:1").obj(), infos) == [79, 79]
+
+
+def test_a_node_listing_a_name_twice_reports_the_first_size() -> None:
+    node = make_node("n").image(800 * MB, "nginx:1").image(100 * MB, "nginx:1").obj()
+    assert node.images == {"nginx:1": 800 * MB}

@@ -1,4 +1,9 @@
-"""NodeResourcesBalancedAllocation: 1 - stddev of the requested fractions, real requests only."""
+"""NodeResourcesBalancedAllocation: the balance change a pod makes, real requests only.
+
+Score cases ported from kube-scheduler v1.37.2 noderesources/balanced_allocation_test.go
+(TestNodeResourcesBalancedAllocation; the DRA cases are left out: DynamicResources is not
+implemented), plus pod-level resources and in-place resized pods.
+"""
 
 from __future__ import annotations
 
@@ -37,11 +42,11 @@ def node(name: str, milli_cpu: int, memory: int, gpus: int = 0) -> Any:
 @pytest.mark.parametrize(
     ("pod", "nodes", "args", "want"),
     [
-        (  # node1: cpu 3000/4000, memory 5000/10000 -> (1 - 0.125) * 100; node2 balanced
+        (  # nothing scheduled, resources requested, differently sized nodes
             cpu_and_memory("p"),
             [(node("node1", 4000, 10000), []), (node("node2", 6000, 10000), [])],
             DEFAULT,
-            [87, 100],
+            [68, 75],
         ),
         (
             cpu_and_memory("p"),
@@ -50,7 +55,7 @@ def node(name: str, milli_cpu: int, memory: int, gpus: int = 0) -> Any:
                 (node("node2", 10000, 20000), [cpu_and_memory("b")]),
             ],
             DEFAULT,
-            [82, 95],
+            [73, 74],
         ),
         (
             cpu_and_memory("p"),
@@ -59,34 +64,62 @@ def node(name: str, milli_cpu: int, memory: int, gpus: int = 0) -> Any:
                 (node("node2", 10000, 50000), [cpu_and_memory("b")]),
             ],
             DEFAULT,
-            [82, 80],
+            [73, 70],
         ),
-        (  # fractions are capped at 1
+        (  # nodes to reach min/max score
+            make_pod("p").req(memory="2000").req(memory="3000"),
+            [(node("node1", 3000, 5000), [cpu_only("a")]), (node("node2", 3000, 5000), [])],
+            DEFAULT,
+            [100, 50],
+        ),
+        (  # requested resources at node capacity: fractions are capped at 1
             cpu_only("p"),
             [(node("node1", 6000, 10000), [cpu_only("a")]), (node("node2", 6000, 10000), [cpu_and_memory("b")])],
             DEFAULT,
-            [50, 75],
+            [62, 62],
         ),
-        (  # three resources: population standard deviation
-            make_pod("p").req({GPU: "1"}, memory="0"),
+        (  # scalar resource included when the pod requests it: population standard deviation
+            make_pod("p").req({GPU: "1"}, cpu="0", memory="0"),
             [
                 (node("node1", 3500, 40000, gpus=8), [cpu_memory_gpu("b")]),
                 (node("node2", 3500, 40000, gpus=8), [cpu_and_memory("c")]),
             ],
             WITH_GPU,
-            [70, 65],
+            [75, 76],
         ),
-        (  # an extended resource the pod doesn't ask for is left out
+        (  # scalar resource not included when the pod doesn't request it
             cpu_and_memory("p"),
             [(node("node1", 3500, 40000, gpus=8), []), (node("node2", 3500, 40000), [])],
             WITH_GPU,
-            [63, 63],
+            [56, 56],
         ),
-        (  # containers without requests count as nothing (no 100m/200Mi defaults)
+        (  # containers without requests count as nothing (no 100m/200Mi defaults): 50 + (50 + 75 - 100) / 2
             make_pod("p").req(cpu="1"),
             [(node("node1", 2000, 1000), [make_pod("a").req()])],
             DEFAULT,
-            [75],
+            [62],
+        ),
+        (  # pod-level requests replace the containers' (cpu 3000/4000, memory 2000/10000: balance 72)
+            make_pod("p").req(cpu="100m", memory="100").spec(resources={"requests": {"cpu": "3", "memory": "2000"}}),
+            [(node("node1", 4000, 10000), [])],
+            DEFAULT,
+            [61],
+        ),
+        (  # an assigned pod resized in place counts at the larger of spec and allocated (3 cpu, not 1)
+            make_pod("p").req(cpu="0", memory="2000"),
+            [
+                (
+                    node("node1", 4000, 10000),
+                    [
+                        make_pod("a")
+                        .req(cpu="1", memory="0")
+                        .spec(nodeName="node1")
+                        .status(containerStatuses=[{"name": "c0", "allocatedResources": {"cpu": "3"}}])
+                    ],
+                )
+            ],
+            DEFAULT,
+            [80],  # balance 62 without the pod, 72 with it
         ),
     ],
 )

@@ -8,13 +8,16 @@ from plugins.registry import IN_TREE, in_tree_registry
 from tests.builders import make_handle
 
 DEFAULT_PLUGINS = [
+    "DynamicResources",
     "ImageLocality",
     "NodeAffinity",
+    "NodeDeclaredFeatures",
     "NodeName",
     "NodePorts",
     "NodeResourcesBalancedAllocation",
     "NodeUnschedulable",
     "TaintToleration",
+    "VolumeClaimGuard",
 ]
 
 

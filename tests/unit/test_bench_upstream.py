@@ -1,0 +1,93 @@
+"""The upstream scheduler_perf reader: upstream's real config files from the Go module cache (the
+control-plane build downloads k8s.io/kubernetes), its selection rules and its throughput maths."""
+
+from __future__ import annotations
+
+import pytest
+
+from plugins.registry import IN_TREE
+from scheduler.testing.bench.upstream import (
+    UpstreamError,
+    default_gates,
+    resolve_count,
+    scaled,
+    select,
+    skip_reason,
+    throughput_summary,
+    upstream_throughput,
+    upstream_workloads,
+)
+
+OURS = [module.NAME for module in IN_TREE]
+
+
+def test_reads_upstreams_test_cases_with_their_thresholds_and_labels() -> None:
+    by_key = {w.key: w for w in upstream_workloads()}
+    basic = by_key["SchedulingBasic/5000Nodes_10000Pods"]
+    assert basic.threshold == 680
+    assert "performance" in basic.labels
+    assert basic.params == {"initNodes": 5000, "initPods": 1000, "measurePods": 10000}
+    assert [op["opcode"] for op in basic.case.ops] == ["createNodes", "createPods", "createPods"]
+    assert basic.case.path(basic.case.default_pod_template or "").name == "pod-default.yaml"
+    assert by_key["SchedulingPodAntiAffinity/5000Nodes_2000Pods"].threshold == 180
+
+
+def test_selection_by_case_workload_and_label() -> None:
+    workloads = upstream_workloads()
+    one = select(workloads, ["SchedulingBasic/500Nodes"])
+    assert [w.key for w in one] == ["SchedulingBasic/500Nodes"]
+    whole_case = select(workloads, ["TopologySpreading"])
+    assert {w.case.name for w in whole_case} == {"TopologySpreading"} and len(whole_case) > 1
+    performance = select(workloads, labels=["performance"])
+    assert performance and all("performance" in w.labels for w in performance)
+    assert select(workloads, ["SchedulingBasic"], ["performance", "short"]) == []
+    with pytest.raises(UpstreamError, match="NoSuchCase"):
+        select(workloads, ["NoSuchCase"])
+
+
+def test_feature_gate_defaults_are_read_from_the_release() -> None:
+    gates = default_gates()
+    assert gates["SchedulerAsyncAPICalls"] is False  # beta but off in 1.37 (kubernetes#135900)
+    assert gates["OpportunisticBatching"] is True
+    assert gates["PodLevelResources"] is True
+
+
+def test_workloads_that_cannot_run_say_why() -> None:
+    by_key = {w.key: w for w in upstream_workloads()}
+    assert skip_reason(by_key["SchedulingBasic/5000Nodes_10000Pods"], OURS) is None
+    assert "SchedulerAsyncAPICalls=true" in (
+        skip_reason(by_key["SchedulingBasic/5000Nodes_50000Pods_AsyncAPICallsEnabled"], OURS) or ""
+    )
+    assert "VolumeBinding" in (skip_reason(by_key["SchedulingInTreePVs/5000Nodes_2000Pods"], OURS) or "")
+    assert "own configuration" in (skip_reason(by_key["HostPortConflict/20000Nodes_20000Pods_10BatchSize"], OURS) or "")
+    # Once ours has the plugin, the same workload is no longer skipped for it.
+    preemption = by_key["PreemptionBasic/1000Nodes"]
+    without = [name for name in OURS if name != "DefaultPreemption"]
+    assert "DefaultPreemption" in (skip_reason(preemption, without) or "")
+    assert "DefaultPreemption" not in (skip_reason(preemption, [*without, "DefaultPreemption"]) or "")
+
+
+def test_counts_from_parameters_and_scale() -> None:
+    params = {"initNodes": 5000, "perGroup": 3}
+    assert resolve_count({"countParam": "$initNodes"}, params) == 5000
+    assert resolve_count({"count": 2}, params) == 2
+    assert resolve_count({"count": 4, "countMultiplierParam": "$perGroup"}, params) == 12
+    with pytest.raises(UpstreamError, match=r"\$missing"):
+        resolve_count({"countParam": "$missing"}, params)
+    assert scaled(5000, 0.2) == 1000
+    assert scaled(3, 0.1) == 1
+    assert scaled(0, 0.5) == 0
+
+
+def test_throughput_as_upstreams_collector_samples_it() -> None:
+    # Collector from t=0; ticks at 1, 2, 3, 4, 5. Nothing before the tick at 1 -> ignored;
+    # the first tick that sees pods (t=2, 3 pods) starts the clock; t=3 sees 13 (10/s);
+    # t=4 sees nothing new (folded); t=5 sees 23: 10 pods over 2 s -> two samples of 5/s.
+    scheduled = [1.5, 1.6, 1.7] + [2.0 + i / 10 for i in range(1, 11)] + [4.0 + i / 10 for i in range(1, 11)]
+    samples = upstream_throughput(scheduled, start=0.0, stop=5.0)
+    assert samples == pytest.approx([10.0, 5.0, 5.0])
+    summary = throughput_summary(samples)
+    assert summary["average"] == pytest.approx(20 / 3)
+    assert summary["p50"] == 5.0 and summary["p99"] == 10.0
+    assert throughput_summary([])["average"] is None
+    assert upstream_throughput([], 0.0, 10.0) == []

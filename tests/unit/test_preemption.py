@@ -1,0 +1,281 @@
+"""Preemption through the whole scheduling cycle against the in-memory fake ApiClient: the
+preemptor is nominated, victims are removed the way `victimRemoval` says, the preemptor waits
+(PreEnqueue) while that runs and is bound once the victims are gone."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from plugins.defaultpreemption import DefaultPreemption
+from scheduler import metrics
+from scheduler.api.client import ApiError
+from scheduler.api.fake import FakeApiClient
+from scheduler.informers import Informers
+from scheduler.schedule_one import Scheduler
+from tests.unit.test_schedule_one import NAME, raw_node, raw_pod, run_queue, setup
+
+TOO_MANY = ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.", "TooManyRequests")
+
+
+def with_removal(mode: str) -> tuple[Scheduler, Informers, FakeApiClient]:
+    return setup(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": NAME,
+                    "pluginConfig": [{"name": "DefaultPreemption", "args": {"victimRemoval": mode}}],
+                }
+            ],
+        }
+    )
+
+
+def plugin(sched: Scheduler) -> DefaultPreemption:
+    found = sched.frameworks[NAME].post_filter_plugins[0]
+    assert isinstance(found, DefaultPreemption)
+    return found
+
+
+def running(name: str, node: str, cpu: str, priority: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    raw = raw_pod(name, cpu=cpu, node=node, priority=priority, scheduler="default-scheduler")
+    raw["metadata"]["labels"] = labels or {}
+    raw["status"] = {"phase": "Running", "startTime": "2024-01-01T00:00:00Z"}
+    return raw
+
+
+def pdb(name: str, allowed: int, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"selector": {"matchLabels": labels}, "minAvailable": 1},
+        "status": {"disruptionsAllowed": allowed},
+    }
+
+
+def gone(inf: Informers, *raws: dict[str, Any]) -> None:
+    for raw in raws:
+        inf.on_pod("DELETED", raw)
+
+
+def two_full_nodes(inf: Informers) -> dict[str, dict[str, Any]]:
+    """n1 holds a priority-10 pod, n2 a priority-5 one: n2 is the better candidate."""
+    inf.on_node("ADDED", raw_node("n1", cpu="2"))
+    inf.on_node("ADDED", raw_node("n2", cpu="2"))
+    pods = {
+        "mid": running("mid", "n1", "2", 10, {"app": "mid"}),
+        "low": running("low", "n2", "2", 5, {"app": "low"}),
+    }
+    for raw in pods.values():
+        inf.on_pod("ADDED", raw)
+    return pods
+
+
+async def test_preemptor_is_nominated_victim_deleted_then_bound_there() -> None:
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    attempts = metrics.preemption_attempts._value.get()
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.nominations == {"ns/vip": "n2"}
+    assert sched.nominator.nominated_node("uid-vip") == "n2"
+    assert client.deleted == ["ns/low"]
+    target = client.other_conditions["ns/low"]["DisruptionTarget"]
+    assert (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
+    assert target["message"] == f"{NAME}: preempting to accommodate a higher priority pod"
+    preempted = [e for e in client.events if e.reason == "Preempted"]
+    assert [(e.pod, e.type, e.message) for e in preempted] == [
+        ("ns/low", "Normal", "Preempted by pod uid-vip on node n2")
+    ]
+    failed = [e.message for e in client.events if e.reason == "FailedScheduling"]
+    assert failed == [
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: found a potential placement for pod on node n2, preempting 1 victims"
+    ]
+    assert metrics.preemption_attempts._value.get() == attempts + 1
+    # kwok's part: the victim goes away; the preemptor then lands on its nominated node.
+    gone(inf, victims["low"])
+    await run_queue(sched)
+    assert client.bindings == {"ns/vip": "n2"}
+
+
+async def test_evict_mode_uses_the_eviction_api() -> None:
+    sched, inf, client = with_removal("evict")
+    two_full_nodes(inf)
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    assert client.deleted == []
+    assert client.other_conditions["ns/low"]["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
+
+
+async def test_evict_mode_never_chooses_victims_a_budget_protects() -> None:
+    sched, inf, client = with_removal("evict")
+    two_full_nodes(inf)
+    inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    # n2's victim (the lower one) is protected: n1's is evicted instead (upstream too: fewer violations).
+    assert client.evicted == ["ns/mid"]
+    assert client.nominations == {"ns/vip": "n1"}
+
+
+async def test_evict_mode_leaves_the_preemptor_pending_rather_than_violate_a_budget() -> None:
+    sched, inf, client = with_removal("evict")
+    two_full_nodes(inf)
+    inf.on_pdb("ADDED", pdb("protect-all", 0, {"app": "low"}))
+    inf.on_pdb("ADDED", pdb("protect-mid", 0, {"app": "mid"}))
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == [] and client.deleted == []
+    assert "ns/vip" not in client.nominations
+    assert client.conditions["ns/vip"]["message"] == (
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+        "2 Preemption victims are protected by a PodDisruptionBudget (victimRemoval: evict)."
+    )
+
+
+async def test_refused_eviction_makes_the_next_attempt_take_the_next_best_candidate() -> None:
+    sched, inf, client = with_removal("evict")
+    two_full_nodes(inf)
+    client.evict_errors["ns/low"] = TOO_MANY  # the informer has not seen this budget yet
+    errors = metrics.preemption_goroutines_execution.labels("error")._value.get()
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == []
+    assert client.nominations == {"ns/vip": "n2"}
+    assert metrics.preemption_goroutines_execution.labels("error")._value.get() == errors + 1
+    # The failed preemption activated the preemptor; its retry avoids the refused victim.
+    await run_queue(sched)
+    assert client.evicted == ["ns/mid"]
+    assert client.nominations == {"ns/vip": "n1"}
+
+
+async def test_evict_then_delete_deletes_a_victim_only_when_the_dry_run_knew_it_violates() -> None:
+    sched, inf, client = with_removal("evict-then-delete")
+    two_full_nodes(inf)
+    inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
+    inf.on_pdb("ADDED", pdb("protect-mid", 0, {"app": "mid"}))
+    client.evict_errors["ns/low"] = TOO_MANY
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    # Every candidate violates a budget: as kube-scheduler, n2 (lowest victim) is chosen and its
+    # victim, whose eviction is refused, is deleted.
+    assert client.nominations == {"ns/vip": "n2"}
+    assert client.evicted == []
+    assert client.deleted == ["ns/low"]
+
+
+async def test_evict_then_delete_prefers_a_candidate_without_violation() -> None:
+    sched, inf, client = with_removal("evict-then-delete")
+    two_full_nodes(inf)
+    inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/mid"] and client.deleted == []
+
+
+async def test_evict_then_delete_never_deletes_a_victim_the_dry_run_thought_safe() -> None:
+    sched, inf, client = with_removal("evict-then-delete")
+    two_full_nodes(inf)
+    client.evict_errors["ns/low"] = TOO_MANY
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.deleted == [] and client.evicted == []
+    await run_queue(sched)
+    assert client.evicted == ["ns/mid"]
+
+
+async def test_preemptor_waits_in_pre_enqueue_while_its_preemption_runs() -> None:
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    info = sched.queue.pop_nowait()
+    assert info is not None
+    sched.schedule_one(info)  # PostFilter started the preemption; its API calls have not run
+    assert plugin(sched).executor.is_running("uid-vip")
+    gone(inf, victims["low"])  # the victim's deletion arrives first
+    assert sched.queue.pop_nowait() is None
+    assert sched.queue.where("uid-vip") in ("unschedulable", "gated", "backoff")
+    await sched.drain()  # the preemption finishes and activates the preemptor
+    assert not plugin(sched).executor.is_running("uid-vip")
+    await run_queue(sched)
+    assert client.bindings == {"ns/vip": "n2"}
+
+
+async def test_lower_priority_pods_nominated_to_the_node_lose_their_nomination() -> None:
+    sched, inf, client = with_removal("delete")
+    two_full_nodes(inf)
+    waiting = raw_pod("waiting", cpu="1", priority=1)
+    waiting["status"]["nominatedNodeName"] = "n2"
+    inf.on_pod("ADDED", waiting)
+    sched.queue.delete("uid-waiting")  # keep it out of this test's cycles
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.nominations["ns/vip"] == "n2"
+    assert client.nominations["ns/waiting"] == ""
+
+
+async def test_preemption_policy_never_preempts_nothing() -> None:
+    sched, inf, client = with_removal("delete")
+    two_full_nodes(inf)
+    raw = raw_pod("polite", cpu="2", priority=100)
+    raw["spec"]["preemptionPolicy"] = "Never"
+    inf.on_pod("ADDED", raw)
+    await run_queue(sched)
+    assert client.deleted == [] and client.evicted == [] and client.nominations == {}
+    assert client.conditions["ns/polite"]["message"] == (
+        "0/2 nodes are available: 2 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
+async def test_a_terminating_victim_on_the_nominated_node_blocks_more_preemption() -> None:
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    low = copy.deepcopy(victims["low"])
+    low["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    low["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    inf.on_pod("MODIFIED", low)
+    raw = raw_pod("vip", cpu="2", priority=100)
+    raw["status"]["nominatedNodeName"] = "n2"
+    inf.on_pod("ADDED", raw)
+    await run_queue(sched)
+    assert client.deleted == []
+    assert client.conditions["ns/vip"]["message"].endswith(
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
+
+
+def test_pdb_informer_keeps_the_handle_lister_current() -> None:
+    sched, inf, _ = with_removal("evict")
+    lister = sched.frameworks[NAME].handle.pdbs
+    inf.on_pdb("ADDED", pdb("a", 1, {"app": "x"}))
+    (only,) = lister.list()
+    assert (only.key, only.disruptions_allowed) == ("ns/a", 1)
+    bad = pdb("a", 0, {"app": "x"})
+    bad["status"]["disruptionsAllowed"] = "many"
+    inf.on_pdb("MODIFIED", bad)  # unparseable: dropped rather than trusted
+    assert lister.list() == []
+    inf.on_pdb("ADDED", pdb("a", 2, {"app": "x"}))
+    inf.on_pdb("DELETED", pdb("a", 2, {"app": "x"}))
+    assert lister.list() == []
+
+
+async def test_a_victim_waiting_at_permit_is_rejected_in_memory() -> None:
+    from scheduler.framework.runtime import WaitingPod
+    from scheduler.model.objects import Pod
+
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    handle = sched.frameworks[NAME].handle
+    low = Pod.from_raw(victims["low"])
+    waiting = WaitingPod(low, {"Gate": 60.0})
+    handle.waiting_pods[low.uid] = waiting
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.deleted == [] and client.evicted == []
+    status = waiting.future.result()
+    assert status is not None and status.plugin == "DefaultPreemption" and status.message == "preempted"
+    (event,) = [e for e in client.events if e.reason == "Preempted"]
+    assert event.message == "Preempted by pod uid-vip on node n2 (in kube-scheduler memory)."
