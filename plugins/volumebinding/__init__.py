@@ -26,6 +26,7 @@ from plugins.volumebinding.binder import (
 from scheduler.api.client import ApiError
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
+    MAX_NODE_SCORE,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -113,7 +114,7 @@ class VolumeBinding:
         self.args = args
         self.handle = handle
         self.binder = VolumeBinder(handle.volumes, handle.client, self._node, float(args.bind_timeout_seconds))
-        self._shape_score = broken_linear(args.shape)
+        self._shape_score = broken_linear([(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in args.shape])
 
     def _node(self, name: str) -> Node | None:
         info = self.handle.snapshot.get(name)
