@@ -21,7 +21,6 @@ from plugins import (
     schedulinggates,
     tainttoleration,
     volumebinding,
-    volumeclaimguard,
     volumerestrictions,
     volumezone,
 )
@@ -43,7 +42,6 @@ IN_TREE = (
     interpodaffinity,
     nodedeclaredfeatures,
     dynamicresources,
-    volumeclaimguard,
     defaultpreemption,
     volumebinding,
     volumerestrictions,

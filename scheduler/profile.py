@@ -5,7 +5,6 @@ from __future__ import annotations
 from scheduler.config import (
     DEFAULT_MULTI_POINT,
     EXTENSION_POINTS,
-    STAND_INS,
     ConfigError,
     PluginRef,
     PluginSet,
@@ -46,11 +45,7 @@ def build_framework(
                 raise ConfigError(f"{where}.pluginConfig[{name}].args: {exc}") from exc
         return instances[name]
 
-    defaults = [
-        PluginRef(name, weight)
-        for name, weight in DEFAULT_MULTI_POINT
-        if name in registry and STAND_INS.get(name) not in registry
-    ]
+    defaults = [PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT if name in registry]
     custom_multi = profile.plugins.get("multiPoint", PluginSet())
     multi = merge_plugin_set(defaults, custom_multi)
     custom_index = {ref.name: i for i, ref in enumerate(custom_multi.enabled)}
