@@ -240,8 +240,10 @@ def test_two_pods_compete_for_one_pv_one_wins_the_other_is_reported(
         assert condition is not None
         message = condition.message
     assert core.read_namespaced_pod(winner, namespace).spec.node_name == names[0]
-    # kube-scheduler appends a preemption part once DefaultPreemption is registered.
-    assert message.startswith("0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.")
+    assert message == (
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
 
 
 def test_unbound_immediate_claim_gives_upstreams_message(
@@ -266,4 +268,7 @@ def test_unbound_immediate_claim_gives_upstreams_message(
             what="PodScheduled condition",
         )
     assert condition.status == "False" and condition.reason == "Unschedulable"
-    assert condition.message == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    assert condition.message == (
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
