@@ -677,9 +677,14 @@ class Framework:
             try:
                 status = await plugin.pre_bind(state, pod, node_name)
             except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            if status is not None and status.code not in (Code.SUCCESS, Code.SKIP):
+                status = Status.as_error(exc, plugin.name)
+            if status is None or status.code in (Code.SUCCESS, Code.SKIP):
+                continue
+            if status.is_rejection:
                 return status.with_plugin(plugin.name)
+            # kube wraps a PreBind error with the plugin's name (the pod's SchedulerError message).
+            error = FrameworkError(f'running PreBind plugin "{plugin.name}": {status.message}')
+            return Status.as_error(error, plugin.name)
         return None
 
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
