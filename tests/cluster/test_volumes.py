@@ -5,19 +5,22 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as k8s_client
 
 from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod, running_scheduler, scheduled_condition, wait_for
+from scheduler.testing.workload import make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
 
 HOSTNAME = "kubernetes.io/hostname"
 PROVISIONER = "example.com/test-provisioner"
+CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
 
 @pytest.fixture
@@ -272,3 +275,58 @@ def test_unbound_immediate_claim_gives_upstreams_message(
         "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     )
+
+
+def test_volume_bind_timeout_is_reported_then_the_retry_binds(
+    control_plane: ControlPlane,
+    core: Any,
+    namespace: str,
+    nodes: NodeFactory,
+    scheduler_name: str,
+    pv_binder: None,
+    storage: tuple[Any, list[str], list[str]],
+    tmp_path: Path,
+) -> None:
+    """No provisioner at first: PreBind times out, Unreserve runs and the pod is reported with
+    kube's SchedulerError and requeued; once a provisioner runs, the retry binds it."""
+    api, classes, volumes = storage
+    names = _nodes(nodes, namespace, 2)
+    sc = f"slow-{namespace}"
+    _storage_class(api, sc, "WaitForFirstConsumer", provisioner=PROVISIONER)
+    classes.append(sc)
+    _claim(core, namespace, "data", sc)
+    config = tmp_path / "config.yaml"
+    profile = {
+        "schedulerName": scheduler_name,
+        "pluginConfig": [{"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 2}}],
+    }
+    config.write_text(yaml.safe_dump({**CONFIG, "profiles": [profile]}))
+    stop = threading.Event()
+    provisioner = threading.Thread(target=_run_provisioner, args=(core, namespace, stop, volumes), daemon=True)
+    try:
+        with running_scheduler(control_plane, scheduler_name, config=config):
+            core.create_namespaced_pod(namespace, _pod_with_claim("app-0", scheduler_name, "data"))
+            condition = wait_for(
+                lambda: scheduled_condition(core.read_namespaced_pod("app-0", namespace)),
+                timeout=60,
+                what="PodScheduled condition",
+            )
+            assert condition.status == "False" and condition.reason == "SchedulerError"
+            assert (
+                condition.message
+                == 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
+            )
+            assert not core.read_namespaced_pod("app-0", namespace).spec.node_name
+            events = [e for e in pod_events(core, namespace, "app-0") if e.reason == "FailedScheduling"]
+            assert events and events[0].message == condition.message
+            provisioner.start()
+            node = wait_for(
+                lambda: core.read_namespaced_pod("app-0", namespace).spec.node_name, timeout=90, what="pod bound"
+            )
+    finally:
+        stop.set()
+        if provisioner.is_alive():
+            provisioner.join(10)
+    claim = core.read_namespaced_persistent_volume_claim("data", namespace)
+    assert node in names and claim.status.phase == "Bound"
+    assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == node
