@@ -256,6 +256,4 @@ def _after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> NodeVolumeLimits:
-    if set(args) - {"apiVersion", "kind"}:
-        raise ValueError(f"unknown field(s) {sorted(set(args) - {'apiVersion', 'kind'})}")
     return NodeVolumeLimits(handle.volumes)

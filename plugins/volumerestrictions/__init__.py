@@ -27,7 +27,7 @@ from scheduler.framework.types import (
 )
 from scheduler.framework.volumes import PERSISTENT_VOLUME_CLAIM
 from scheduler.model.objects import Pod
-from scheduler.model.volumes import meta, name_of, pod_volumes, spec
+from scheduler.model.volumes import meta, name_of, pod_pvc_names, pod_volumes, spec
 
 NAME = "VolumeRestrictions"
 
@@ -37,14 +37,6 @@ ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT = (
 )
 
 _RESTRICTED_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
-
-
-def _claim_names(pod: Pod) -> list[str]:
-    return [
-        str(v["persistentVolumeClaim"].get("claimName") or "")
-        for v in pod_volumes(pod)
-        if v.get("persistentVolumeClaim") is not None
-    ]
 
 
 def _needs_check(volume: Mapping[str, Any]) -> bool:
@@ -97,7 +89,7 @@ class _State:
         return _State(self.read_write_once_pod_claims, self.conflicting_refs)
 
     def conflicts_of(self, pod: Pod) -> int:
-        return sum(1 for name in _claim_names(pod) if name in self.read_write_once_pod_claims)
+        return sum(1 for name in pod_pvc_names(pod) if name in self.read_write_once_pod_claims)
 
 
 STATE_KEY: StateKey[_State] = StateKey(f"PreFilter{NAME}")
@@ -114,7 +106,7 @@ class VolumeRestrictions:
     ) -> tuple[PreFilterResult | None, Status | None]:
         needs_check = any(_needs_check(v) for v in pod_volumes(pod))
         rwop: set[str] = set()
-        for name in _claim_names(pod):
+        for name in pod_pvc_names(pod):
             pvc = self.handle.volumes.get(PERSISTENT_VOLUME_CLAIM, f"{pod.namespace}/{name}")
             if pvc is None:
                 return None, Status.unresolvable(f'persistentvolumeclaim "{name}" not found', plugin=NAME)
@@ -127,7 +119,7 @@ class VolumeRestrictions:
                 for info in self.handle.snapshot.list()
                 for other in info.pods.values()
                 if other.namespace == pod.namespace
-                for name in _claim_names(other)
+                for name in pod_pvc_names(other)
             }
             conflicting = len(rwop & used)
         if not needs_check and conflicting == 0:
@@ -173,7 +165,7 @@ class VolumeRestrictions:
 def _after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
-    return QueueingHint.QUEUE if name_of(new) in _claim_names(pod) else QueueingHint.SKIP
+    return QueueingHint.QUEUE if name_of(new) in pod_pvc_names(pod) else QueueingHint.SKIP
 
 
 def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -181,12 +173,10 @@ def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.SKIP
     if not satisfies_volume_conflicts(pod, [old]):
         return QueueingHint.QUEUE
-    if set(_claim_names(pod)) & set(_claim_names(old)):
+    if set(pod_pvc_names(pod)) & set(pod_pvc_names(old)):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> VolumeRestrictions:
-    if set(args) - {"apiVersion", "kind"}:
-        raise ValueError(f"unknown field(s) {sorted(set(args) - {'apiVersion', 'kind'})}")
     return VolumeRestrictions(handle)

@@ -28,7 +28,15 @@ from scheduler.framework.types import (
 )
 from scheduler.framework.volumes import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS
 from scheduler.model.objects import Pod
-from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, claim_class, meta, name_of, pod_volumes, spec
+from scheduler.model.volumes import (
+    WAIT_FOR_FIRST_CONSUMER,
+    claim_class,
+    meta,
+    name_of,
+    pod_pvc_names,
+    pod_volumes,
+    spec,
+)
 
 NAME = "VolumeZone"
 
@@ -63,14 +71,6 @@ def pv_topologies(pv: Mapping[str, Any]) -> list[PVTopology]:
     return out
 
 
-def _claim_names(pod: Pod) -> list[str]:
-    return [
-        str(v["persistentVolumeClaim"].get("claimName") or "")
-        for v in pod_volumes(pod)
-        if v.get("persistentVolumeClaim") is not None
-    ]
-
-
 @dataclass
 class _State:
     topologies: list[PVTopology]
@@ -90,7 +90,7 @@ class VolumeZone:
 
     def _topologies(self, pod: Pod) -> tuple[list[PVTopology], Status | None]:
         topologies: list[PVTopology] = []
-        for claim_name in _claim_names(pod):
+        for claim_name in pod_pvc_names(pod):
             if not claim_name:
                 return [], Status.unresolvable("PersistentVolumeClaim had no name", plugin=NAME)
             pvc = self.volumes.get(PERSISTENT_VOLUME_CLAIM, f"{pod.namespace}/{claim_name}")
@@ -169,7 +169,7 @@ class VolumeZone:
 def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
-    return QueueingHint.QUEUE if name_of(new) in _claim_names(pod) else QueueingHint.SKIP
+    return QueueingHint.QUEUE if name_of(new) in pod_pvc_names(pod) else QueueingHint.SKIP
 
 
 def _after_storage_class_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -185,6 +185,4 @@ def _after_volume_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> VolumeZone:
-    if set(args) - {"apiVersion", "kind"}:
-        raise ValueError(f"unknown field(s) {sorted(set(args) - {'apiVersion', 'kind'})}")
     return VolumeZone(handle)

@@ -73,6 +73,15 @@ def pod_volumes(pod: Pod) -> tuple[Raw, ...]:
     return tuple(pod.spec.get("volumes") or ())
 
 
+def pod_pvc_names(pod: Pod) -> list[str]:
+    """The claimName of every persistentVolumeClaim volume (generic ephemeral ones not included)."""
+    return [
+        str(v["persistentVolumeClaim"].get("claimName") or "")
+        for v in pod_volumes(pod)
+        if v.get("persistentVolumeClaim") is not None
+    ]
+
+
 def pod_claim_names(pod: Pod) -> list[tuple[str, bool]]:
     """(claim name, is generic ephemeral) for every pod volume backed by a PVC."""
     claims = []
