@@ -58,6 +58,3 @@ class AssumeCache:
 
     def restore(self, key: str) -> None:
         self._assumed.pop(key, None)
-
-    def is_assumed(self, key: str) -> bool:
-        return self.get(key) is self._assumed.get(key) and key in self._assumed
