@@ -330,3 +330,38 @@ def test_volume_bind_timeout_is_reported_then_the_retry_binds(
     claim = core.read_namespaced_persistent_volume_claim("data", namespace)
     assert node in names and claim.status.phase == "Bound"
     assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == node
+
+
+def test_pod_waiting_on_an_immediate_claim_is_requeued_when_the_pv_binder_binds_it(
+    control_plane: ControlPlane,
+    core: Any,
+    namespace: str,
+    nodes: NodeFactory,
+    scheduler_name: str,
+    pv_binder: None,
+    storage: tuple[Any, list[str], list[str]],
+) -> None:
+    """The PVC update the PV binder makes is a cluster event VolumeBinding's hint queues the pod on."""
+    api, classes, volumes = storage
+    names = _nodes(nodes, namespace, 2)
+    sc = f"later-{namespace}"
+    _storage_class(api, sc, "Immediate")
+    classes.append(sc)
+    _claim(core, namespace, "data", sc)
+    with running_scheduler(control_plane, scheduler_name):
+        core.create_namespaced_pod(namespace, _pod_with_claim("app-0", scheduler_name, "data"))
+        wait_for(
+            lambda: (
+                (c := scheduled_condition(core.read_namespaced_pod("app-0", namespace))) is not None
+                and c.message.startswith("0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+            ),
+            timeout=60,
+            what="pod reported unschedulable",
+        )
+        pv = f"pv-{namespace}"
+        _local_pv(core, pv, sc, names[1])
+        volumes.append(pv)
+        node = wait_for(
+            lambda: core.read_namespaced_pod("app-0", namespace).spec.node_name, timeout=90, what="pod bound"
+        )
+    assert node == names[1]
