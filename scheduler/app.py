@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
+import os
 import socket
 import uuid
 from collections.abc import Mapping
@@ -30,11 +32,21 @@ from plugins.registry import in_tree_registry
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
-from scheduler.api.http import Connection, HttpApiClient, load_connection
+from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
 from scheduler.api.watch import Reflector
 from scheduler.cache import Cache, Snapshot
-from scheduler.config import SchedulerConfig, default_config, load_config
+from scheduler.config import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    ClientConnectionConfig,
+    LeaderElectionConfig,
+    SchedulerConfig,
+    client_connection,
+    default_config,
+    load_config,
+    validate_leader_election,
+)
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
 from scheduler.framework.volumes import (
@@ -63,12 +75,17 @@ class Options:
     metrics_address: str = "0.0.0.0"
     batch_window: float = 0.01
     assumed_pod_ttl: float = 900.0
-    leader_elect: bool = True
-    lease_namespace: str = "kube-system"
-    lease_name: str = "secondary-scheduler"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    # Flags that were given (None: not given); they override the config file's leaderElection.
+    leader_elect: bool | None = None
+    lease_namespace: str | None = None
+    lease_name: str | None = None
+    lease_duration: float | None = None
+    renew_deadline: float | None = None
+    retry_period: float | None = None
+    # kube-scheduler's deprecated --kube-api-* flags: used only without a config file.
+    kube_api_qps: float | None = None
+    kube_api_burst: int | None = None
+    kube_api_content_type: str | None = None
 
 
 # Watched for PodTopologySpread's system default constraints (their selectors spread pods).
@@ -101,6 +118,37 @@ def load_scheduler_config(options: Options) -> SchedulerConfig:
     if options.config:
         return load_config(options.config, options.scheduler_name)
     return default_config(options.scheduler_name)
+
+
+def leader_election_config(options: Options, config: SchedulerConfig) -> LeaderElectionConfig:
+    """The file's leaderElection with every given --leader-elect* flag applied, then validated."""
+    file = config.leader_election
+    given: dict[str, Any] = {
+        "leader_elect": options.leader_elect,
+        "resource_namespace": options.lease_namespace,
+        "resource_name": options.lease_name,
+        "lease_duration": options.lease_duration,
+        "renew_deadline": options.renew_deadline,
+        "retry_period": options.retry_period,
+    }
+    merged = dataclasses.replace(file, **{k: v for k, v in given.items() if v is not None})
+    if not merged.resource_namespace:
+        merged = dataclasses.replace(merged, resource_namespace=os.environ.get("POD_NAMESPACE", "kube-system"))
+    validate_leader_election(merged)
+    return merged
+
+
+def client_connection_config(options: Options, config: SchedulerConfig) -> ClientConnectionConfig:
+    """The file's clientConnection; without a file, the --kube-api-* flags (kube-scheduler's rule)."""
+    flags = (options.kube_api_qps, options.kube_api_burst, options.kube_api_content_type)
+    if options.config:
+        if any(flag is not None for flag in flags):
+            log.warning("--kube-api-qps/--kube-api-burst/--kube-api-content-type are ignored with --config")
+        return config.client_connection
+    qps, burst, content_type = flags
+    return client_connection(
+        "", qps if qps is not None else DEFAULT_QPS, burst or DEFAULT_BURST, content_type or "", "flags"
+    )
 
 
 def _cache_size(cache: Cache, kind: str) -> int:
@@ -251,11 +299,24 @@ async def _cleanup_assumed(scheduler: Scheduler) -> None:
 
 async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     config = load_scheduler_config(options)
+    leader_election = leader_election_config(options, config)
+    connection_config = client_connection_config(options, config)
     registry = full_registry()
-    connection = load_connection(options.kubeconfig)
-    client = HttpApiClient(connection, component=config.profiles[0].scheduler_name)
-    # Its own small pool: Events never take a connection a bind or status patch is waiting for.
-    event_client = HttpApiClient(connection, component=config.profiles[0].scheduler_name, max_connections=EVENT_WRITERS)
+    # --kubeconfig wins over clientConnection.kubeconfig (kube-scheduler would ignore the flag with --config).
+    connection = load_connection(options.kubeconfig or connection_config.kubeconfig or None)
+
+    def rate_limiter() -> TokenBucket | None:
+        return TokenBucket(connection_config.qps, connection_config.burst) if connection_config.qps > 0 else None
+
+    client = HttpApiClient(connection, component=config.profiles[0].scheduler_name, rate_limiter=rate_limiter())
+    # Its own small pool and limiter (as kube-scheduler's event client): Events never take a
+    # connection or a token a bind or status patch is waiting for.
+    event_client = HttpApiClient(
+        connection,
+        component=config.profiles[0].scheduler_name,
+        max_connections=EVENT_WRITERS,
+        rate_limiter=rate_limiter(),
+    )
     namespaces: dict[str, Mapping[str, str]] = {}
     scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl, event_client)
     informers = Informers(scheduler, namespaces)
@@ -288,15 +349,15 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
             )
         )
         ready.set()
-        if options.leader_elect:
+        if leader_election.leader_elect:
             elector = LeaseElector(
                 client,
-                options.lease_namespace,
-                options.lease_name,
+                leader_election.resource_namespace,
+                leader_election.resource_name,
                 identity=f"{socket.gethostname()}_{uuid.uuid4()}",
-                lease_duration=options.lease_duration,
-                renew_deadline=options.renew_deadline,
-                retry_period=options.retry_period,
+                lease_duration=leader_election.lease_duration,
+                renew_deadline=leader_election.renew_deadline,
+                retry_period=leader_election.retry_period,
             )
             leading = run_as_leader(elector, stop, scheduler.run)
         else:

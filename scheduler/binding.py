@@ -15,8 +15,9 @@ import structlog
 
 from scheduler import metrics
 from scheduler.api.events import NORMAL
+from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, CycleState, QueuedPodInfo, Status
+from scheduler.framework.types import CycleState, FitError, QueuedPodInfo, Status
 from scheduler.model.objects import Pod
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ async def binding_cycle(
         metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
         metrics.pod_scheduling_attempts.observe(info.attempts)
         if info.initial_attempt_timestamp is not None:
-            metrics.pod_scheduling_sli_duration.labels(str(min(info.attempts, 16))).observe(
+            metrics.pod_scheduling_sli_duration.labels("15+" if info.attempts >= 15 else str(info.attempts)).observe(
                 time.monotonic() - info.initial_attempt_timestamp
             )
         try:
@@ -88,7 +89,7 @@ async def _bind(
     if status is None:
         return True
     metrics.binding_errors.labels(point).inc()
-    _undo(sched, fw, state, info, assumed, host, status)
+    _undo(sched, fw, state, info, assumed, host, status, waiting_rejected=point == "WaitOnPermit")
     result = "unschedulable" if status.is_rejection else "error"
     metrics.schedule_attempts.labels(result, fw.profile_name).inc()
     metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
@@ -103,12 +104,21 @@ def _undo(
     assumed: Pod,
     host: str,
     status: Status,
+    waiting_rejected: bool = False,
 ) -> None:
     fw.run_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
-    from scheduler.schedule_one import ASSIGNED_POD_DELETE
-
-    sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
-    rejected_by = status.plugin if status.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE) else ""
-    sched.handle_failure(fw, info, status, None, None, rejected_by=rejected_by)
+    # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod
+    # unschedulable); a rejecting PreBind/Bind status is reported as it is, with no rejecting plugin.
+    fit_error = FitError.single_node(assumed, host, status) if waiting_rejected and status.is_rejection else None
+    if not status.is_rejection:
+        sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+        sched.handle_failure(fw, info, status, fit_error, None)
+        return
+    # As kube: the freed room wakes others only after the rejected pod is back in the queue, so the
+    # event is not replayed against the pod itself (it would skip the unschedulable pool).
+    sched.handle_failure(fw, info, status, fit_error, None)
+    sched.queue.move_all_to_active_or_backoff(
+        ASSIGNED_POD_DELETE, assumed, None, pre_check=lambda pod: pod.uid != assumed.uid
+    )

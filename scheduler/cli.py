@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 
 from scheduler import logs
 from scheduler.api.client import ApiError
-from scheduler.config import ConfigError
+from scheduler.config import ConfigError, parse_duration
+
+
+def _duration(value: str) -> float:
+    """A Go duration ("15s", "1m30s"); a bare number counts as seconds."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(value, "duration")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,21 +40,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
+    # Leader election: the config file's leaderElection, overridden by the flags given (as kube-scheduler).
     run.add_argument(
         "--leader-elect",
-        default=True,
+        default=None,
         action=argparse.BooleanOptionalAction,
-        help="schedule only while holding the lease (default: %(default)s, as kube-scheduler)",
+        help="schedule only while holding the lease (default: true, as kube-scheduler)",
     )
     run.add_argument(
         "--leader-elect-resource-namespace",
-        default=os.environ.get("POD_NAMESPACE", "kube-system"),
         help="namespace of the Lease (default: $POD_NAMESPACE or kube-system)",
     )
-    run.add_argument("--leader-elect-resource-name", default="secondary-scheduler", help="name of the Lease")
-    run.add_argument("--leader-elect-lease-duration", type=float, default=15.0)
-    run.add_argument("--leader-elect-renew-deadline", type=float, default=10.0)
-    run.add_argument("--leader-elect-retry-period", type=float, default=2.0)
+    run.add_argument("--leader-elect-resource-name", help="name of the Lease (default: secondary-scheduler)")
+    run.add_argument("--leader-elect-lease-duration", type=_duration, help="e.g. 15s (default: 15s)")
+    run.add_argument("--leader-elect-renew-deadline", type=_duration, help="e.g. 10s (default: 10s)")
+    run.add_argument("--leader-elect-retry-period", type=_duration, help="e.g. 2s (default: 2s)")
+    # Client connection: as kube-scheduler's deprecated flags, ignored when --config is given.
+    run.add_argument("--kube-api-qps", type=float, help="requests per second to the apiserver (default: 50)")
+    run.add_argument("--kube-api-burst", type=int, help="burst of requests to the apiserver (default: 100)")
+    run.add_argument("--kube-api-content-type", help="content type of requests (only application/json)")
     run.add_argument(
         "--assumed-pod-ttl",
         type=float,
@@ -101,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             lease_duration=args.leader_elect_lease_duration,
             renew_deadline=args.leader_elect_renew_deadline,
             retry_period=args.leader_elect_retry_period,
+            kube_api_qps=args.kube_api_qps,
+            kube_api_burst=args.kube_api_burst,
+            kube_api_content_type=args.kube_api_content_type,
         )
 
         async def main_async() -> None:

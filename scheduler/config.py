@@ -6,12 +6,23 @@ Every error names the field (e.g. `profiles[0].plugins.filter.enabled[1].name`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from scheduler.model.durations import go_duration, parse_go_duration
+
+# kube's LeaderElectionConfiguration / ClientConnectionConfiguration defaults (the lease name excepted:
+# kube-scheduler's own "kube-scheduler" lease must never be shared with it).
+DEFAULT_LEASE_NAME = "secondary-scheduler"
+JSON = "application/json"
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+DEFAULT_PARALLELISM = 16
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -86,13 +97,37 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True)
+class LeaderElectionConfig:
+    """The file's leaderElection; explicit --leader-elect* flags override it (kube's ApplyLeaderElectionTo)."""
+
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = DEFAULT_LEASE_NAME
+    # Empty: $POD_NAMESPACE, else kube-system (decided when the scheduler starts).
+    resource_namespace: str = ""
+
+
+@dataclass(frozen=True)
+class ClientConnectionConfig:
+    """The file's clientConnection. As in kube-scheduler, the --kube-api-* flags apply only without --config."""
+
+    kubeconfig: str = ""
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+    content_type: str = JSON
+
+
+@dataclass(frozen=True)
 class SchedulerConfig:
     profiles: tuple[ProfileConfig, ...]
     percentage_of_nodes_to_score: int | None = None
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
-    parallelism: int = 16
     extra: Mapping[str, Any] = field(default_factory=dict)
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+    client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
 
     def profile(self, name: str) -> ProfileConfig:
         for p in self.profiles:
@@ -144,6 +179,110 @@ def _plugin_set(raw: Any, path: str) -> PluginSet:
     return PluginSet(tuple(enabled), tuple(disabled))
 
 
+def parse_duration(value: Any, path: str) -> float:
+    """A Go duration string ("15s", "1m30s", "500ms") in seconds."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return parse_go_duration(value)
+    except ValueError:
+        raise ConfigError(
+            f'{path}: Invalid value: {json.dumps(value)}: must be a duration such as "15s" or "1m30s"'
+        ) from None
+
+
+def validate_leader_election(le: LeaderElectionConfig) -> None:
+    """component-base's ValidateLeaderElectionConfiguration (after flags are applied, as kube does)."""
+    if not le.leader_elect:
+        return
+    for name, seconds in (
+        ("leaseDuration", le.lease_duration),
+        ("renewDeadline", le.renew_deadline),
+        ("retryPeriod", le.retry_period),
+    ):
+        if seconds <= 0:
+            raise ConfigError(
+                f'leaderElection.{name}: Invalid value: "{go_duration(seconds)}": must be greater than zero'
+            )
+    if le.lease_duration <= le.renew_deadline:
+        raise ConfigError(
+            f'leaderElection.leaseDuration: Invalid value: "{go_duration(le.renew_deadline)}": '
+            "must be greater than `RenewDeadline`"
+        )
+    if not le.resource_name:
+        raise ConfigError("leaderElection.resourceName: Required value")
+
+
+def _leader_election(raw: Any) -> LeaderElectionConfig:
+    path = "leaderElection"
+    raw = _expect(raw or {}, dict, path)
+    known = {
+        "leaderElect",
+        "leaseDuration",
+        "renewDeadline",
+        "retryPeriod",
+        "resourceLock",
+        "resourceName",
+        "resourceNamespace",
+    }
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"{path}.{sorted(unknown)[0]}: unknown field")
+    defaults = LeaderElectionConfig()
+    leader_elect = _expect(raw.get("leaderElect", True), bool, f"{path}.leaderElect")
+    lock = raw.get("resourceLock", "leases")
+    if leader_elect and lock != "leases":
+        raise ConfigError(
+            f'{path}.resourceLock: Invalid value: {json.dumps(lock)}: resourceLock value must be "leases"'
+        )
+    durations = {
+        name: parse_duration(raw[name], f"{path}.{name}") if name in raw else getattr(defaults, attr)
+        for name, attr in (
+            ("leaseDuration", "lease_duration"),
+            ("renewDeadline", "renew_deadline"),
+            ("retryPeriod", "retry_period"),
+        )
+    }
+    return LeaderElectionConfig(
+        leader_elect=leader_elect,
+        lease_duration=durations["leaseDuration"],
+        renew_deadline=durations["renewDeadline"],
+        retry_period=durations["retryPeriod"],
+        resource_name=_expect(raw.get("resourceName", defaults.resource_name), str, f"{path}.resourceName"),
+        resource_namespace=_expect(raw.get("resourceNamespace", ""), str, f"{path}.resourceNamespace"),
+    )
+
+
+def client_connection(kubeconfig: str, qps: float, burst: int, content_type: str, path: str) -> ClientConnectionConfig:
+    """Defaulted and checked as kube-scheduler does (qps 0 → 50, burst 0 → 100, negative qps: no limit)."""
+    if burst < 0:
+        raise ConfigError(f"{path}.burst: Invalid value: {burst}: must be non-negative")
+    if content_type and content_type != JSON:
+        # kube's default is protobuf; this client speaks JSON only, so a request for protobuf is refused.
+        raise ConfigError(
+            f"{path}.contentType: Unsupported value: {json.dumps(content_type)}: supported values: {json.dumps(JSON)}"
+        )
+    return ClientConnectionConfig(kubeconfig, qps or DEFAULT_QPS, burst or DEFAULT_BURST, JSON)
+
+
+def _client_connection(raw: Any) -> ClientConnectionConfig:
+    path = "clientConnection"
+    raw = _expect(raw or {}, dict, path)
+    unknown = set(raw) - {"kubeconfig", "qps", "burst", "contentType", "acceptContentTypes"}
+    if unknown:
+        raise ConfigError(f"{path}.{sorted(unknown)[0]}: unknown field")
+    accept = _expect(raw.get("acceptContentTypes", ""), str, f"{path}.acceptContentTypes")
+    if accept and JSON not in (t.strip() for t in accept.split(",")):
+        raise ConfigError(f"{path}.acceptContentTypes: Unsupported value: {json.dumps(accept)}: must include {JSON}")
+    return client_connection(
+        _expect(raw.get("kubeconfig", ""), str, f"{path}.kubeconfig"),
+        float(_expect(raw.get("qps", 0), (int, float), f"{path}.qps")),
+        _expect(raw.get("burst", 0), int, f"{path}.burst"),
+        _expect(raw.get("contentType", ""), str, f"{path}.contentType"),
+        path,
+    )
+
+
 def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
     """Validate and default a decoded KubeSchedulerConfiguration document."""
     raw = _expect(raw, dict, "<root>")
@@ -179,7 +318,16 @@ def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME)
             f"podMaxBackoffSeconds: Invalid value: {maximum}: must be greater than or equal to "
             f"podInitialBackoffSeconds ({initial})"
         )
-    parallelism = _int(raw.get("parallelism", 16), "parallelism", 1)
+    parallelism = raw.get("parallelism", DEFAULT_PARALLELISM)
+    if _expect(parallelism, int, "parallelism") <= 0:
+        raise ConfigError(f"parallelism: Invalid value: {parallelism}: should be an integer value greater than zero")
+    if parallelism != DEFAULT_PARALLELISM:
+        # Refused rather than ignored: there is no worker pool to size, filtering and scoring run in one
+        # thread over arrays of all nodes.
+        raise ConfigError(
+            f"parallelism: Unsupported value: {parallelism}: this scheduler filters and scores nodes in one "
+            f"thread over arrays and has no worker pool to size; remove the field or set {DEFAULT_PARALLELISM}"
+        )
     if raw.get("extenders"):
         raise ConfigError("extenders: Unsupported value: scheduler extenders are not supported")
     profiles_raw = raw.get("profiles") or [{"schedulerName": default_scheduler_name}]
@@ -210,7 +358,7 @@ def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME)
             if not pname:
                 raise ConfigError(f"{path}.pluginConfig[{j}].name: Required value")
             if pname in args:
-                raise ConfigError(f"{path}.pluginConfig[{j}]: Duplicate value: {pname!r}")
+                raise ConfigError(f'{path}.pluginConfig[{j}]: Duplicate value: "{pname}"')
             args[pname] = _expect(entry.get("args") or {}, dict, f"{path}.pluginConfig[{j}].args")
         ppct = prof.get("percentageOfNodesToScore")
         if ppct is not None:
@@ -221,7 +369,8 @@ def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME)
         percentage_of_nodes_to_score=pct,
         pod_initial_backoff_seconds=float(initial),
         pod_max_backoff_seconds=float(maximum),
-        parallelism=parallelism,
+        leader_election=_leader_election(raw.get("leaderElection")),
+        client_connection=_client_connection(raw.get("clientConnection")),
     )
 
 

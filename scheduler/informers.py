@@ -15,6 +15,14 @@ from typing import Any
 
 import structlog
 
+from scheduler.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    NODE_ADD,
+    NODE_DELETE,
+    node_scheduling_properties_change,
+    pod_scheduling_properties_change,
+)
 from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.framework.volumes import (
@@ -34,18 +42,6 @@ log = structlog.get_logger("informers")
 
 DELETED = "DELETED"
 
-
-def _event(resource: EventResource, action: ActionType, label: str) -> ClusterEvent:
-    return ClusterEvent(resource, action, label)
-
-
-NODE_ADD = _event(EventResource.NODE, ActionType.ADD, "NodeAdd")
-NODE_UPDATE = _event(EventResource.NODE, ActionType.UPDATE, "NodeUpdate")
-NODE_DELETE = _event(EventResource.NODE, ActionType.DELETE, "NodeDelete")
-ASSIGNED_POD_ADD = _event(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
-ASSIGNED_POD_UPDATE = _event(EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate")
-ASSIGNED_POD_DELETE = _event(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
-
 _VOLUME_EVENT_RESOURCES = {
     STORAGE_CLASS: EventResource.STORAGE_CLASS,
     PERSISTENT_VOLUME: EventResource.PERSISTENT_VOLUME,
@@ -55,11 +51,11 @@ _VOLUME_EVENT_RESOURCES = {
     CSI_STORAGE_CAPACITY: EventResource.CSI_STORAGE_CAPACITY,
     VOLUME_ATTACHMENT: EventResource.VOLUME_ATTACHMENT,
 }
-# kube's labels: PersistentVolumeClaimAdd, storage.k8s.io/StorageClassUpdate, ...
+# Labelled as kube's (PersistentVolumeClaimAdd, storage.k8s.io/StorageClassUpdate, ...).
 VOLUME_EVENTS = {
-    (kind, action): _event(resource, action, f"{resource.value}{verb}")
+    (kind, action): ClusterEvent(resource, action)
     for kind, resource in _VOLUME_EVENT_RESOURCES.items()
-    for action, verb in ((ActionType.ADD, "Add"), (ActionType.UPDATE, "Update"), (ActionType.DELETE, "Delete"))
+    for action in (ActionType.ADD, ActionType.UPDATE, ActionType.DELETE)
 }
 
 
@@ -84,6 +80,9 @@ class Informers:
         # The volume plugins' listers read the one handle's store (a fresh one for several handles).
         self.volumes = shared.volumes if shared is not None else VolumeStore()
         self._reported_invalid: set[str] = set()
+        # The last version of each node seen, which update events are computed against (the cache
+        # keeps an older one when only heartbeats or conditions changed).
+        self._nodes: dict[str, Node] = {}
 
     # ---- pods ----------------------------------------------------------------------------
 
@@ -117,11 +116,15 @@ class Informers:
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_ADD, None, pod)
             else:
                 cache.update_pod(pod)
-                sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_UPDATE, known, pod)
+                # A status-only update is a general AssignedPod/Update, which no in-tree plugin registers.
+                for event in pod_scheduling_properties_change(pod, known, is_target=False):
+                    sched.queue.move_all_to_active_or_backoff(event, known, pod)
             return
         if pod.scheduler_name not in sched.frameworks:
             return
         previous = sched.pending_pods.get(uid)
+        if previous is not None and previous.resource_version == pod.resource_version:
+            return  # the same object again (a relist): nothing changed
         sched.pending_pods[uid] = pod
         if cache.is_assumed(uid):
             # Our binding is in flight; the bound pod will confirm it. The assume dropped its
@@ -131,7 +134,7 @@ class Informers:
         if pod.deleting:
             sched.queue.delete(uid)
             return
-        sched.queue.add(pod)
+        sched.queue.add(pod, previous)
 
     def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
         spec = raw.get("spec") or {}
@@ -170,9 +173,11 @@ class Informers:
     def on_node(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
         sched = self.sched
         name = (raw.get("metadata") or {}).get("name", "")
-        old_info = sched.cache.get_node_info(name)
-        old = old_info.node if old_info is not None else None
+        cached_info = sched.cache.get_node_info(name)
+        cached = cached_info.node if cached_info is not None else None
+        old = self._nodes.get(name) or cached
         if event_type == DELETED:
+            self._nodes.pop(name, None)
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
             return
@@ -181,12 +186,17 @@ class Informers:
         except InvalidObject as exc:
             log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
             return
-        if old is not None and (old.resource_version == node.resource_version or old.same_scheduling_properties(node)):
-            # Heartbeats and condition updates change nothing a plugin reads: keep the cached node,
-            # so snapshots and derived columns stay valid and no pod is requeued for nothing.
+        if old is not None and old.resource_version == node.resource_version:
             return
-        sched.cache.add_or_update_node(node)
-        sched.queue.move_all_to_active_or_backoff(NODE_ADD if old is None else NODE_UPDATE, old, node)
+        self._nodes[name] = node
+        events = [NODE_ADD] if old is None else node_scheduling_properties_change(node, old)
+        # Heartbeats and condition updates change nothing a plugin reads: the cached node stays, so
+        # snapshots and derived columns stay valid; the queue still hears of conditions.
+        only_conditions = all(event.action == ActionType.UPDATE_NODE_CONDITION for event in events)
+        if cached is None or not (only_conditions and cached.same_scheduling_properties(node)):
+            sched.cache.add_or_update_node(node)
+        for event in events:
+            sched.queue.move_all_to_active_or_backoff(event, old, node)
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

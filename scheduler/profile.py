@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from scheduler.config import (
     DEFAULT_MULTI_POINT,
     EXTENSION_POINTS,
@@ -15,11 +17,55 @@ from scheduler.config import (
 from scheduler.framework.interface import Plugin
 from scheduler.framework.registry import Registry, RegistryError
 from scheduler.framework.runtime import POINT_METHODS, Framework, FrameworkError, FrameworkHandle
-from scheduler.framework.types import ClusterEventWithHint
+from scheduler.framework.types import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
+
+REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")
+ALL_EVENTS = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
 
 
 def _implements(plugin: Plugin, point: str) -> bool:
     return callable(getattr(plugin, POINT_METHODS[point], None))
+
+
+# The order kube's framework fills its extension points in (so the first duplicate it meets is ours too).
+KUBE_POINT_ORDER = (
+    "preFilter",
+    "filter",
+    "postFilter",
+    "reserve",
+    "preScore",
+    "score",
+    "preBind",
+    "bind",
+    "postBind",
+    "permit",
+    "preEnqueue",
+    "queueSort",
+)
+
+
+def _first_repeat(refs: Sequence[PluginRef]) -> tuple[int, str] | None:
+    seen: set[str] = set()
+    for i, ref in enumerate(refs):
+        if ref.name in seen:
+            return i, ref.name
+        seen.add(ref.name)
+    return None
+
+
+def _refuse_duplicates(where: str, profile: ProfileConfig, instances: Mapping[str, Plugin]) -> None:
+    """A plugin enabled twice at one point is refused with kube's message ("already registered as")."""
+    multi = _first_repeat(profile.plugins.get("multiPoint", PluginSet()).enabled)
+    for point in KUBE_POINT_ORDER:
+        repeat, field = _first_repeat(profile.plugins.get(point, PluginSet()).enabled), point
+        if repeat is None and multi is not None and _implements(instances[multi[1]], point):
+            repeat, field = multi, "multiPoint"
+        if repeat is not None:
+            i, name = repeat
+            kind = f"{point[0].upper()}{point[1:]}Plugin"
+            raise ConfigError(
+                f'{where}.plugins.{field}.enabled[{i}].name: plugin "{name}" already registered as "{kind}"'
+            )
 
 
 def build_framework(
@@ -80,11 +126,15 @@ def build_framework(
         ordered += [ref.name for ref in pset.enabled if ref.name not in multi_here]
         per_point[point] = [instances[n] for n in ordered]
 
+    _refuse_duplicates(where, profile, instances)
+
+    # As kube: only plugins that can reject a pod register events; one that registers none hears them all.
     events: dict[str, list[ClusterEventWithHint]] = {}
     for name, plugin in instances.items():
+        if not any(_implements(plugin, point) for point in REJECTING_POINTS):
+            continue
         register = getattr(plugin, "events_to_register", None)
-        if callable(register):
-            events[name] = list(register())
+        events[name] = list(register()) if callable(register) else [ALL_EVENTS]
     pct = profile.percentage_of_nodes_to_score
     try:
         return Framework(

@@ -31,12 +31,9 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.framework.runtime import Framework
 from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
-    ActionType,
-    ClusterEvent,
     Code,
     CycleState,
     Diagnosis,
-    EventResource,
     FitError,
     NodeInfo,
     QueuedPodInfo,
@@ -54,7 +51,6 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0
 
-ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 
 
@@ -246,14 +242,15 @@ class Scheduler:
                 fw, info, Status.unschedulable(), fit_error, nominated, keep_nomination=bool(fw.post_filter_plugins)
             )
             return
+        except NoNodesAvailable as exc:
+            # kube: UnschedulableAndUnresolvable, reported as Unschedulable with no rejecting plugin.
+            self._observe(fw, "unschedulable", started)
+            log.info("no nodes available to schedule pods", pod=pod.key)
+            self.handle_failure(fw, info, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(exc),), exc), None, None)
+            return
         except Exception as exc:
             self._observe(fw, "error", started)
-            log.error(
-                "scheduling cycle failed",
-                pod=pod.key,
-                error=str(exc),
-                exc_info=not isinstance(exc, NoNodesAvailable),
-            )
+            log.error("scheduling cycle failed", pod=pod.key, error=str(exc), exc_info=True)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
@@ -274,8 +271,9 @@ class Scheduler:
             # Reserve or Permit said no: undo both (Unreserve is idempotent) and the assume.
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
-            self._observe(fw, "error" if status.code == Code.ERROR else "unschedulable", started)
-            self.handle_failure(fw, info, status, None, None, rejected_by=status.plugin)
+            rejected = status.is_rejection
+            self._observe(fw, "unschedulable" if rejected else "error", started)
+            self.handle_failure(fw, info, status, FitError.single_node(pod, host, status) if rejected else None, None)
             return
         # The pod keeps its in-flight status until the binding cycle ends (queue.done there).
         from scheduler.binding import binding_cycle
@@ -308,19 +306,15 @@ class Scheduler:
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
-        pre_result, status, rejecting = fw.run_pre_filter(state, pod, all_nodes)
+        pre_result, status, narrowing = fw.run_pre_filter(state, pod, all_nodes)
+        diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
             if not status.is_rejection:
-                raise RuntimeError(f"running PreFilter plugin {status.plugin}: {status.message}")
+                raise RuntimeError(status.message)
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
-            diagnosis.unschedulable_plugins |= rejecting or ({status.plugin} if status.plugin else set())
+            diagnosis.add_plugin_status(status)
             return [], diagnosis
-        if pre_result is not None and pre_result.node_names is not None:
-            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
-            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)}")
-            diagnosis.unschedulable_plugins |= rejecting
-            return self._find_per_node(fw, state, pod, allowed, diagnosis)
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
         if nominated:
@@ -332,6 +326,10 @@ class Scheduler:
             )
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis
+        if pre_result is not None and pre_result.node_names is not None:
+            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
+            diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
+            return self._find_per_node(fw, state, pod, allowed, diagnosis)
         if self.nominator or not fw.filter_plugins:
             return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
         return self._find_batch(fw, state, pod, diagnosis)
@@ -348,7 +346,7 @@ class Scheduler:
         table = self.snapshot.table
         infos = table.infos
         num_nodes = table.size
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
         mask, per_node = fw.run_filter_batch(state, pod, table)
         order = table.arange + start
@@ -382,6 +380,13 @@ class Scheduler:
         return feasible, diagnosis
 
     @staticmethod
+    def _num_to_find(fw: Framework, num_nodes: int) -> int:
+        """Without Score plugins any feasible node will do: kube stops at the first one."""
+        if not fw.score_plugins:
+            return 1
+        return num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+
+    @staticmethod
     def _record_rejection(
         fw: Framework, state: CycleState, pod: Pod, info: NodeInfo, status: Status | None, diagnosis: Diagnosis
     ) -> None:
@@ -389,9 +394,9 @@ class Scheduler:
             # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
             raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
         if status.code == Code.ERROR:
-            raise RuntimeError(f"running Filter plugin {status.plugin}: {status.message}")
+            raise RuntimeError(status.message)
         diagnosis.node_to_status[info.name] = status
-        diagnosis.unschedulable_plugins.add(status.plugin)
+        diagnosis.add_plugin_status(status)
 
     def _find_per_node(
         self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
@@ -400,11 +405,11 @@ class Scheduler:
         num_nodes = len(nodes)
         if num_nodes == 0:
             return [], diagnosis
-        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
+        to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
         if not fw.filter_plugins:
             chosen = [nodes[(start + i) % num_nodes] for i in range(to_find)]
-            self.next_start_node_index = (start + len(chosen)) % num_nodes
+            self.next_start_node_index = (self.next_start_node_index + len(chosen)) % len(self.snapshot)
             return chosen, diagnosis
         feasible: list[NodeInfo] = []
         processed = 0
@@ -418,7 +423,8 @@ class Scheduler:
                     break
             else:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
-        self.next_start_node_index = (start + processed) % num_nodes
+        # kube advances the start over all nodes, also when a PreFilter result narrowed the list.
+        self.next_start_node_index = (self.next_start_node_index + processed) % len(self.snapshot)
         return feasible, diagnosis
 
     def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
@@ -444,7 +450,6 @@ class Scheduler:
         status: Status,
         fit_error: FitError | None,
         nominated_node: str | None,
-        rejected_by: str = "",
         keep_nomination: bool = False,
     ) -> None:
         """Requeue (unless the pod is gone or bound), then record the condition and event.
@@ -458,12 +463,12 @@ class Scheduler:
             info.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
             info.pending_plugins = set(fit_error.diagnosis.pending_plugins)
             reason, message = "Unschedulable", str(fit_error)
-        elif status.is_rejection:
-            info.unschedulable_plugins = {rejected_by} if rejected_by else set()
-            reason, message = "Unschedulable", status.message or "pod was rejected"
         else:
+            # kube clears the rejector plugins; only a FitError names them again.
             info.unschedulable_plugins = set()
-            reason, message = "SchedulerError", status.message
+            info.pending_plugins = set()
+            reason = "Unschedulable" if status.is_rejection else "SchedulerError"
+            message = status.message
         current = self.pending_pods.get(pod.uid)
         if current is None or current.node_name:
             # Deleted, or bound by someone else meanwhile: nothing to requeue or report.

@@ -367,10 +367,16 @@ class InterPodAffinity(CountingPreFilterExtensions):
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
+                ),
                 _pod_changed,
             ),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_changed),
+            # Other pods' anti-affinity may have repelled the old labels: always worth a retry.
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_LABEL)),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL), _node_changed
+            ),
         ]
 
 

@@ -230,7 +230,7 @@ class NodeAffinity:
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), self._node_changed
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL), self._node_changed
             )
         ]
 

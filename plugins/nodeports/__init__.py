@@ -112,7 +112,7 @@ class NodePorts:
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.POD, ActionType.DELETE), _pod_deleted),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _pod_deleted),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
         ]
 

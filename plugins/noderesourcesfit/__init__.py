@@ -354,10 +354,15 @@ class NodeResourcesFit:
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _pod_freed),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE), _pod_freed
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE), _node_grew
             ),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_grew),
+            # In-place resize (GA): a bound pod shrinking frees room; the pod itself shrinking may fit.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN), _pod_freed
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
         ]
 
 

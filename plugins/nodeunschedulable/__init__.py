@@ -54,8 +54,12 @@ class NodeUnschedulable:
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE), _node_changed),
-            ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), _pod_changed),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT), _node_changed
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_TOLERATION), _pod_changed
+            ),
         ]
 
 

@@ -309,20 +309,26 @@ class PodTopologySpread(CountingPreFilterExtensions):
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
+                ),
                 self._pod_changed,
             ),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
+                ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_TOLERATION | ActionType.UPDATE_POD_LABEL),
+                self._target_pod_changed,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+                ),
                 self._node_changed,
             ),
         ]
 
     def _pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
-        """A pod of the namespace was bound, relabelled or deleted so that it (un)matches a constraint.
-
-        Also the pod itself gaining tolerations while a constraint honors node taints.
-        """
+        """A pod of the namespace was bound, relabelled or deleted so that it (un)matches a constraint."""
         # A delete brings only the old object.
         if not isinstance(old, Pod) if new is None else unexpected_objects(Pod, old, new):
             return QueueingHint.QUEUE
@@ -333,18 +339,23 @@ class PodTopologySpread(CountingPreFilterExtensions):
         except SelectorError:
             return QueueingHint.QUEUE
         if old is not None and new is not None:
-            if (
-                new.uid == pod.uid
-                and (old.spec.get("tolerations") or []) != (new.spec.get("tolerations") or [])
-                and any(c.node_taints_policy == HONOR for c in constraints)
-            ):
-                return QueueingHint.QUEUE
-            if old.labels == new.labels:
-                return QueueingHint.SKIP
-            changed = any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in constraints)
-            return QueueingHint.QUEUE if changed else QueueingHint.SKIP
+            return _label_change_hint(old, new, constraints)
         labels = (new if new is not None else old).labels
         return QueueingHint.QUEUE if any(c.selector.matches(labels) for c in constraints) else QueueingHint.SKIP
+
+    def _target_pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """The pod itself gained tolerations while a constraint honors taints, or its labels now (un)match one."""
+        if unexpected_objects(Pod, old, new):
+            return QueueingHint.QUEUE
+        try:
+            constraints = self.constraints(pod, DO_NOT_SCHEDULE)
+        except SelectorError:
+            return QueueingHint.QUEUE
+        if (old.spec.get("tolerations") or []) != (new.spec.get("tolerations") or []) and any(
+            c.node_taints_policy == HONOR for c in constraints
+        ):
+            return QueueingHint.QUEUE
+        return _label_change_hint(old, new, constraints)
 
     def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node carrying every topology key appeared or went, or its keys' values or taints changed."""
@@ -365,6 +376,14 @@ class PodTopologySpread(CountingPreFilterExtensions):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
         return QueueingHint.QUEUE if (has_keys if new is not None else had_keys) else QueueingHint.SKIP
+
+
+def _label_change_hint(old: Pod, new: Pod, constraints: Sequence[SpreadConstraint]) -> QueueingHint:
+    """Queue when the relabelling makes the pod match (or stop matching) some constraint's selector."""
+    if old.labels == new.labels:
+        return QueueingHint.SKIP
+    changed = any(c.selector.matches(old.labels) != c.selector.matches(new.labels) for c in constraints)
+    return QueueingHint.QUEUE if changed else QueueingHint.SKIP
 
 
 def _node_contributions(

@@ -61,7 +61,8 @@ def parse_constraints(
     """The constraints with this whenUnsatisfiable; SelectorError when a labelSelector is malformed.
 
     The pod's values for matchLabelKeys are ANDed into the selector; keys the pod lacks are
-    ignored. A missing labelSelector selects nothing, unless matchLabelKeys contribute.
+    ignored. A missing labelSelector selects nothing, whatever matchLabelKeys say (kube's
+    mergeLabelSetWithSelector keeps a Nothing selector as it is); an empty one selects every pod.
     """
     constraints: list[SpreadConstraint] = []
     for entry in raw:
@@ -69,7 +70,7 @@ def parse_constraints(
             continue
         selector = label_selector(entry.get("labelSelector"))
         keyed = {key: pod_labels[key] for key in entry.get("matchLabelKeys") or () if key in pod_labels}
-        if keyed:
+        if keyed and not selector.nothing:
             selector = LabelSelector(selector_from_set(keyed).requirements + selector.requirements)
         min_domains = entry.get("minDomains")
         constraints.append(
@@ -90,7 +91,13 @@ def has_all_topology_keys(labels: Mapping[str, str], constraints: Iterable[Sprea
 
 
 def count_matching(pods: Iterable[Pod], selector: LabelSelector, namespace: str) -> int:
-    """Pods of this namespace the selector matches; terminating pods do not count."""
+    """Pods of this namespace the selector matches; terminating pods do not count.
+
+    An empty selector (`labelSelector: {}`) counts none: kube's countPodsMatchSelector returns 0 for
+    labels.Everything(), although the incoming pod itself still matches it (its self-match counts).
+    """
+    if selector.empty:
+        return 0
     return sum(1 for p in pods if p.namespace == namespace and not p.deleting and selector.matches(p.labels))
 
 

@@ -35,7 +35,12 @@ class SchedulingGates:
         return Status.unresolvable(f"waiting for scheduling gates: [{gates}]", plugin=NAME)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), _gates_removed)]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
+                _gates_removed,
+            )
+        ]
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> SchedulingGates:

@@ -246,7 +246,7 @@ class VolumeBinding:
             ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, add_update), _after_storage_class_change),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, add_update), _after_claim_change),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME, add_update)),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, add_update)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, add_update), _after_csi_node_change),
             ClusterEventWithHint(ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE), _after_csi_driver_change),
             ClusterEventWithHint(

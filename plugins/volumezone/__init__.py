@@ -160,7 +160,7 @@ class VolumeZone:
         add_update = ActionType.ADD | ActionType.UPDATE
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.STORAGE_CLASS, ActionType.ADD), _after_storage_class_added),
-            ClusterEventWithHint(ClusterEvent(EventResource.NODE, add_update)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, add_update), _after_claim_change),
             ClusterEventWithHint(ClusterEvent(EventResource.PERSISTENT_VOLUME, add_update), _after_volume_change),
         ]

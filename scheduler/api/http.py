@@ -6,10 +6,11 @@ every auth form they support works here too; requests reuse one connection pool.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +87,46 @@ def load_connection(kubeconfig: str | None) -> Connection:
 USER_AGENT = f"secondary-scheduler/{__version__}"
 
 
-class HttpApiClient:
-    """The real ApiClient. One aiohttp session, bounded connection pool."""
+class TokenBucket:
+    """client-go's token-bucket rate limiter (clientConnection qps/burst): every request takes a token;
+    tokens come back at `qps` per second, at most `burst` saved up. Waiters reserve tokens in arrival order."""
 
-    def __init__(self, connection: Connection, component: str, max_connections: int = 64) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if qps <= 0 or burst <= 0:
+            raise ValueError(f"token bucket needs qps > 0 and burst > 0, got qps={qps} burst={burst}")
+        self._qps = qps
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._last = clock()
+
+    async def wait(self) -> None:
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+        self._last = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            await self._sleep(-self._tokens / self._qps)
+
+
+class HttpApiClient:
+    """The real ApiClient. One aiohttp session, bounded connection pool, optional rate limit."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        component: str,
+        max_connections: int = 64,
+        rate_limiter: TokenBucket | None = None,
+    ) -> None:
+        self._rate_limiter = rate_limiter
         self._conn = connection
         self._component = component
         self._session: aiohttp.ClientSession | None = None
@@ -113,6 +150,8 @@ class HttpApiClient:
         if auth:
             headers["Authorization"] = auth
         data = json.dumps(body) if body is not None else None
+        if self._rate_limiter is not None:
+            await self._rate_limiter.wait()
         try:
             async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
                 text = await resp.text()
@@ -136,6 +175,8 @@ class HttpApiClient:
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
+        if self._rate_limiter is not None:
+            await self._rate_limiter.wait()
         try:
             async with self._get_session().request(
                 method, self._conn.host + path, headers=headers, timeout=aiohttp.ClientTimeout(total=None)

@@ -52,6 +52,7 @@ from scheduler.framework.types import (
     plugin_list,
 )
 from scheduler.framework.volumes import VolumeStore
+from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
@@ -292,6 +293,20 @@ def _normalize(
     return np.array([s.score for s in node_scores], np.int64), None
 
 
+def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    """One plugin's verdict on one node, named; anything but a rejection is an error in kube's words."""
+    try:
+        status = plugin.filter(state, pod, node_info)
+    except Exception as exc:
+        status = Status.as_error(exc)
+    if status is None or status.code == Code.SUCCESS:
+        return None
+    if status.is_rejection:
+        return status.with_plugin(plugin.name)
+    message = f'running "{plugin.name}" filter plugin: {status.message}'
+    return Status(Code.ERROR, (message,), status.error or FrameworkError(message), plugin.name)
+
+
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
     code = "Success" if status is None else status.code.name.title()
     metrics.framework_extension_point_duration.labels(point, code, profile).observe(time.perf_counter() - started)
@@ -351,35 +366,49 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
-        """The merged node restriction, the first failure, and the plugins that rejected or narrowed."""
+        """The merged node restriction, the status, and the plugins whose results narrowed the nodes.
+
+        As kube since #119779: every plugin runs even after one says Unschedulable (preemption needs
+        their state; the last such status is returned), UnschedulableAndUnresolvable or an error stops
+        at once, and an empty intersection of results is UnschedulableAndUnresolvable.
+        """
         started = time.perf_counter()
         result: PreFilterResult | None = None
-        rejecting: list[str] = []
+        narrowing: set[str] = set()
         status: Status | None = None
         for plugin in self.pre_filter_plugins:
             try:
                 plugin_result, plugin_status = plugin.pre_filter(state, pod, nodes)
             except Exception as exc:
-                status = Status.as_error(exc, plugin.name)
-                break
+                plugin_status = Status.as_error(exc)
+                plugin_result = None
             if plugin_status is not None and plugin_status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
             if plugin_status is not None and plugin_status.code != Code.SUCCESS:
-                status = plugin_status.with_plugin(plugin.name)
-                if status.is_rejection:
-                    rejecting.append(plugin.name)
-                break
+                plugin_status = plugin_status.with_plugin(plugin.name)
+                if plugin_status.code == Code.UNSCHEDULABLE:
+                    status = plugin_status
+                    continue
+                if plugin_status.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    message = f'running PreFilter plugin "{plugin.name}": {plugin_status.message}'
+                    plugin_status = Status(
+                        Code.ERROR, (message,), plugin_status.error or FrameworkError(message), plugin.name
+                    )
+                _timed("PreFilter", self.profile_name, started, plugin_status)
+                return None, plugin_status, set()
             if plugin_result is not None and plugin_result.node_names is not None:
+                narrowing.add(plugin.name)
                 result = plugin_result if result is None else result.merge(plugin_result)
-                rejecting.append(plugin.name)
                 if not result.node_names:
                     status = Status.unresolvable(
-                        f"node(s) didn't satisfy plugin(s) {plugin_list(rejecting)} simultaneously"
+                        f"node(s) didn't satisfy plugin {next(iter(narrowing))}"
+                        if len(narrowing) == 1
+                        else f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)} simultaneously"
                     )
                     break
         _timed("PreFilter", self.profile_name, started, status)
-        return result, status, set(rejecting)
+        return result, status, narrowing
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
@@ -415,17 +444,9 @@ class Framework:
         for plugin in self.filter_plugins:
             if skip and plugin.name in skip:
                 continue
-            try:
-                status = plugin.filter(state, pod, node_info)
-            except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            if status is not None and status.code != Code.SUCCESS:
-                if not status.is_rejection and status.code != Code.ERROR:
-                    return Status.as_error(
-                        FrameworkError(f"filter plugin {plugin.name} returned unsupported code {status.code.name}"),
-                        plugin.name,
-                    )
-                return status.with_plugin(plugin.name)
+            status = _run_filter_plugin(plugin, state, pod, node_info)
+            if status is not None:
+                return status
         return None
 
     def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
@@ -602,12 +623,9 @@ class Framework:
     ) -> Status | None:
         """run_filter restricted to `plugins` (those without a batch verdict for this pod)."""
         for plugin in plugins:
-            try:
-                status = plugin.filter(state, pod, node_info)
-            except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            if status is not None and status.code != Code.SUCCESS:
-                return status.with_plugin(plugin.name)
+            status = _run_filter_plugin(plugin, state, pod, node_info)
+            if status is not None:
+                return status
         return None
 
     # ---- reserve / permit ----------------------------------------------------------------
@@ -654,7 +672,7 @@ class Framework:
                         timeout,
                         waiting.reject,
                         name,
-                        f"rejected due to timeout after waiting {timeout:g}s at plugin {name}",
+                        f"rejected due to timeout after waiting {go_duration(timeout)} at plugin {name}",
                     )
                 )
             self.handle.waiting_pods[pod.uid] = waiting

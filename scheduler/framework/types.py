@@ -50,8 +50,8 @@ class Status:
 
     @property
     def is_rejection(self) -> bool:
-        """Unschedulable or UnschedulableAndUnresolvable."""
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (kube's IsRejected)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
     @property
     def message(self) -> str:
@@ -202,6 +202,8 @@ class EventResource(enum.StrEnum):
     POD = "Pod"
     ASSIGNED_POD = "AssignedPod"
     UNSCHEDULED_POD = "UnscheduledPod"
+    # The unscheduled pod itself, as seen by the plugins that rejected it.
+    TARGET_POD = "TargetPod"
     NODE = "Node"
     PERSISTENT_VOLUME = "PersistentVolume"
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
@@ -214,27 +216,67 @@ class EventResource(enum.StrEnum):
 
 
 class ActionType(enum.IntFlag):
+    """kube's ActionType bits, in kube's order; UPDATE is every fine-grained update together."""
+
     ADD = 1
-    DELETE = 2
-    UPDATE = 4
-    ALL = ADD | DELETE | UPDATE
+    DELETE = 1 << 1
+    UPDATE_NODE_ALLOCATABLE = 1 << 2
+    UPDATE_NODE_LABEL = 1 << 3
+    UPDATE_NODE_TAINT = 1 << 4  # also spec.unschedulable turning false
+    UPDATE_NODE_CONDITION = 1 << 5
+    UPDATE_NODE_ANNOTATION = 1 << 6
+    UPDATE_NODE_DECLARED_FEATURE = 1 << 7
+    UPDATE_NODE_PREEMPTION_POLICY = 1 << 8
+    UPDATE_POD_LABEL = 1 << 9
+    UPDATE_POD_SCALE_DOWN = 1 << 10
+    UPDATE_POD_SCALE_UP = 1 << 11
+    UPDATE_POD_TOLERATION = 1 << 12
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 13
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 1 << 14
+    ALL = (1 << 15) - 1
+    UPDATE = ALL & ~(ADD | DELETE)
+
+    @property
+    def kube_name(self) -> str:
+        """kube's ActionType.String(): a single bit's name, Update, All, or "" for other unions."""
+        if self == ActionType.UPDATE:
+            return "Update"
+        if self == ActionType.ALL:
+            return "All"
+        name = self.name
+        if name is None or "|" in name:
+            return ""
+        return "".join(part.capitalize() for part in name.split("_"))
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterEvent:
     resource: EventResource
     action: ActionType
-    label: str = ""
+    custom_label: str = ""
+
+    @property
+    def label(self) -> str:
+        """kube's ClusterEvent.Label(): the metric and log name (e.g. NodeAdd, NodeUpdateNodeTaint)."""
+        return self.custom_label or f"{self.resource}{self.action.kube_name}"
+
+    @property
+    def is_wildcard(self) -> bool:
+        return self.resource == EventResource.WILDCARD and self.action == ActionType.ALL
 
     def matches(self, other: ClusterEvent) -> bool:
-        """Whether this registered event covers the incoming event `other`."""
-        if self.resource == EventResource.WILDCARD:
+        """Whether this registered event covers the incoming event `other` (kube's MatchClusterEvents).
+
+        The incoming event must be the same as or more specific than the registered one: a general
+        Node/Update (nothing more specific could be told) does not match Node/UpdateNodeLabel.
+        """
+        if self.is_wildcard:
             return True
-        resource_ok = self.resource == other.resource or (
+        resource_ok = self.resource in (EventResource.WILDCARD, other.resource) or (
             self.resource == EventResource.POD
-            and other.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+            and other.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD, EventResource.TARGET_POD)
         )
-        return resource_ok and bool(self.action & other.action)
+        return resource_ok and bool(self.action & other.action) and other.action <= self.action
 
 
 class QueueingHint(enum.Enum):
@@ -308,6 +350,15 @@ class Diagnosis:
     # Status of every node not listed in node_to_status (PreFilter rejected them all at once).
     absent_status: Status | None = None
 
+    def add_plugin_status(self, status: Status) -> None:
+        """kube's AddPluginStatus: a rejecting plugin is unschedulable; a Pending one is pending too."""
+        if not status.plugin:
+            return
+        if status.is_rejection:
+            self.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+
     def status_of(self, node_name: str) -> Status | None:
         return self.node_to_status.get(node_name, self.absent_status)
 
@@ -323,6 +374,13 @@ class FitError(Exception):
         self.pod = pod
         self.num_all_nodes = num_all_nodes
         self.diagnosis = diagnosis
+
+    @classmethod
+    def single_node(cls, pod: Pod, node_name: str, status: Status) -> FitError:
+        """kube's FitError for a rejection at Reserve, Permit or WaitOnPermit: one node, the chosen one."""
+        diagnosis = Diagnosis(node_to_status={node_name: status})
+        diagnosis.add_plugin_status(status)
+        return cls(pod, 1, diagnosis)
 
     def __str__(self) -> str:
         diagnosis = self.diagnosis

@@ -15,6 +15,7 @@ Owns queue state only; never calls the API, never runs Filter/Score plugins.
 from __future__ import annotations
 
 import asyncio
+import enum
 import heapq
 import itertools
 import time
@@ -23,6 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scheduler import metrics
+from scheduler.framework.events import (
+    BACKOFF_COMPLETE,
+    FORCE_ACTIVATE,
+    POP_FROM_BACKOFF_Q,
+    SCHEDULE_ATTEMPT_FAILURE,
+    UNSCHEDULABLE_TIMEOUT,
+    UNSCHEDULED_POD_ADD,
+    pod_scheduling_properties_change,
+)
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -39,11 +49,16 @@ BACKOFF_Q = "backoff"
 UNSCHEDULABLE_Q = "unschedulable"
 GATED_Q = "gated"
 
-UNSCHEDULABLE_TIMEOUT_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
-FORCE_ACTIVATE_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "ForceActivate")
-POD_ADD_EVENT = "PodAdd"
-POD_UPDATE_EVENT = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate")
 WILDCARD_EVENT = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
+
+
+class Strategy(enum.IntEnum):
+    """kube's queueingStrategy: what an event means for a waiting pod (higher wins)."""
+
+    SKIP = 0
+    AFTER_BACKOFF = 1
+    # A Pending plugin's Queue: straight to activeQ, backoff or not.
+    IMMEDIATELY = 2
 
 
 class Clock(Protocol):
@@ -109,6 +124,13 @@ class PriorityQueue:
         max_in_unschedulable: float = 300.0,
     ) -> None:
         self._profiles = dict(profiles)
+        # Every event some profile's plugin registered: others are dropped before any pod is looked at.
+        self._registered = [
+            registered.event
+            for profile in self._profiles.values()
+            for plugin_events in profile.events.values()
+            for registered in plugin_events
+        ]
         self._clock = clock or MonotonicClock()
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -180,6 +202,9 @@ class PriorityQueue:
             return False
         info.gated = False
         info.gating_plugin = ""
+        if info.initial_attempt_timestamp is None:
+            # The SLI's clock starts when the pod first enters activeQ (kube's moveToActiveQ).
+            info.initial_attempt_timestamp = self._clock.now()
         item = _HeapItem(info, profile.less, next(self._seq))
         self._active_items[info.pod.uid] = item
         heapq.heappush(self._active, item)
@@ -228,9 +253,10 @@ class PriorityQueue:
     def is_backing_off(self, info: QueuedPodInfo) -> bool:
         return info.attempts > 0 and self.backoff_expiry(info) > self._clock.now()
 
-    def _requeue(self, info: QueuedPodInfo, event: str) -> str:
-        """Move a pod that some event may help: backoffQ while backing off, else activeQ."""
-        if self.is_backing_off(info):
+    def _requeue(self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF) -> str:
+        """Move a pod that some event may help: backoffQ while backing off (unless the strategy says
+        now), else activeQ."""
+        if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(info):
             # PreEnqueue runs on the way into backoffQ too (pods may be popped from there).
             status = self._profile(info.pod).pre_enqueue(info.pod)
             if status is not None:
@@ -242,13 +268,13 @@ class PriorityQueue:
 
     # ---- adding and popping ------------------------------------------------------------
 
-    def add(self, pod: Pod) -> None:
-        """A new unscheduled pod appeared."""
+    def add(self, pod: Pod, old: Pod | None = None) -> None:
+        """An unscheduled pod appeared or (with `old`, its previous version) changed."""
         if pod.uid in self._in_flight or self.get(pod.uid) is not None:
-            self.update(pod)
+            self.update(pod, old)
             return
         now = self._clock.now()
-        self._push_active(QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=None), POD_ADD_EVENT)
+        self._push_active(QueuedPodInfo(pod=pod, timestamp=now), UNSCHEDULED_POD_ADD.label)
         self._update_gauges()
 
     async def pop(self) -> QueuedPodInfo | None:
@@ -271,8 +297,6 @@ class PriorityQueue:
         if info is None:
             return None
         info.attempts += 1
-        if info.initial_attempt_timestamp is None:
-            info.initial_attempt_timestamp = self._clock.now()
         self.scheduling_cycle += 1
         self._in_flight[info.pod.uid] = self._event_log_base + len(self._event_log)
         self._update_gauges()
@@ -294,6 +318,7 @@ class PriorityQueue:
             return None
         item = heapq.heappop(self._backoff)
         del self._backoff_items[item.info.pod.uid]
+        metrics.queue_incoming_pods.labels(ACTIVE_Q, POP_FROM_BACKOFF_Q).inc()
         return item.info
 
     def close(self) -> None:
@@ -326,18 +351,20 @@ class PriorityQueue:
         uid = info.pod.uid
         start = self._in_flight.pop(uid, None)
         info.timestamp = self._clock.now()
-        info.error_backoff = error
+        # kube: a pod no plugin rejected (an error, or no nodes at all) waits in the error backoffQ.
+        info.error_backoff = error or not (info.unschedulable_plugins or info.pending_plugins)
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
-        if error or (not info.unschedulable_plugins and not info.pending_plugins):
-            self._push_backoff(info, "ScheduleAttemptFailure")
+        strategy = self._in_flight_strategy(info, self._events_since(start)) if start is not None else Strategy.SKIP
+        if info.error_backoff:
+            self._push_backoff(info, SCHEDULE_ATTEMPT_FAILURE)
             queue = BACKOFF_Q
-        elif start is not None and self._hit_by_events(info, self._events_since(start)):
-            queue = self._requeue(info, "ScheduleAttemptFailure")
+        elif strategy != Strategy.SKIP:
+            queue = self._requeue(info, SCHEDULE_ATTEMPT_FAILURE, strategy)
         else:
             self._unschedulable[uid] = info
-            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, "ScheduleAttemptFailure").inc()
+            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, SCHEDULE_ATTEMPT_FAILURE).inc()
             queue = UNSCHEDULABLE_Q
         self._prune_event_log()
         self._update_gauges()
@@ -348,29 +375,42 @@ class PriorityQueue:
 
     # ---- cluster events ----------------------------------------------------------------
 
-    def _hint(self, info: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
-        """Whether `event` may make the pod schedulable, by its rejecting plugins' hints."""
-        if event in (UNSCHEDULABLE_TIMEOUT_EVENT, FORCE_ACTIVATE_EVENT):
-            return True
+    def is_event_of_interest(self, event: ClusterEvent) -> bool:
+        """Whether any plugin registered an event that covers this one (kube's isEventOfInterest)."""
+        return event.is_wildcard or any(registered.matches(event) for registered in self._registered)
+
+    def _worth_requeuing(self, info: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
+        """What `event` means for the pod, by its rejecting plugins' registered events and hints."""
         plugins = info.pending_plugins | info.unschedulable_plugins
-        if not plugins:
-            return True
+        if not plugins or event.is_wildcard:
+            return Strategy.AFTER_BACKOFF
         events = self._profile(info.pod).events
+        strategy = Strategy.SKIP
         for plugin in plugins:
             for registered in events.get(plugin, (WILDCARD_EVENT,)):
                 if not registered.event.matches(event):
                     continue
-                if registered.hint is None:
-                    return True
                 try:
-                    if registered.hint(info.pod, old, new) is QueueingHint.QUEUE:
-                        return True
+                    hint = QueueingHint.QUEUE if registered.hint is None else registered.hint(info.pod, old, new)
                 except Exception:
-                    return True  # an erroring hint must not strand the pod
-        return False
+                    hint = QueueingHint.QUEUE  # an erroring hint must not strand the pod
+                if hint is not QueueingHint.QUEUE:
+                    continue
+                if plugin in info.pending_plugins:
+                    return Strategy.IMMEDIATELY
+                if not info.pending_plugins:
+                    return Strategy.AFTER_BACKOFF
+                strategy = Strategy.AFTER_BACKOFF
+        return strategy
 
-    def _hit_by_events(self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, Any, Any]]) -> bool:
-        return any(self._hint(info, event, old, new) for event, old, new in events)
+    def _in_flight_strategy(self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, Any, Any]]) -> Strategy:
+        """The strongest verdict of the events that came while the pod was being scheduled."""
+        strategy = Strategy.SKIP
+        for event, old, new in events:
+            strategy = max(strategy, self._worth_requeuing(info, event, old, new))
+            if strategy == Strategy.IMMEDIATELY or (strategy and not info.pending_plugins):
+                break
+        return strategy
 
     def move_all_to_active_or_backoff(
         self,
@@ -380,15 +420,18 @@ class PriorityQueue:
         pre_check: Callable[[Pod], bool] | None = None,
     ) -> int:
         """A cluster event happened: wake every unschedulable pod it may help. Returns how many moved."""
+        if not self.is_event_of_interest(event):
+            return 0
         moved = 0
         for uid, info in list(self._unschedulable.items()):
-            if info.gated and event is not FORCE_ACTIVATE_EVENT:
+            if info.gated and event is not FORCE_ACTIVATE:
                 continue
             if pre_check is not None and not pre_check(info.pod):
                 continue
-            if self._hint(info, event, old, new):
+            strategy = self._worth_requeuing(info, event, old, new)
+            if strategy != Strategy.SKIP:
                 del self._unschedulable[uid]
-                self._requeue(info, event.label or f"{event.resource}{event.action.name}")
+                self._requeue(info, event.label, strategy)
                 moved += 1
         if self._in_flight:
             self._event_log.append((event, old, new))
@@ -410,7 +453,7 @@ class PriorityQueue:
                     break
                 heapq.heappop(heap)
                 del self._backoff_items[head.info.pod.uid]
-                self._push_active(head.info, "BackoffComplete")
+                self._push_active(head.info, BACKOFF_COMPLETE)
                 moved += 1
         if moved:
             self._update_gauges()
@@ -426,7 +469,7 @@ class PriorityQueue:
         ]
         for info in stale:
             del self._unschedulable[info.pod.uid]
-            self._requeue(info, UNSCHEDULABLE_TIMEOUT_EVENT.label)
+            self._requeue(info, UNSCHEDULABLE_TIMEOUT.label)
         if stale:
             self._update_gauges()
         return len(stale)
@@ -443,12 +486,14 @@ class PriorityQueue:
 
     # ---- pod updates and deletes -------------------------------------------------------
 
-    def update(self, pod: Pod) -> None:
-        """An unscheduled pod changed: refresh it where it waits; an update may unblock it."""
+    def update(self, pod: Pod, old: Pod | None = None) -> None:
+        """An unscheduled pod changed: refresh it where it waits; the update may unblock it.
+
+        `old` is the informer's previous version when it has one (else the queued one is used).
+        """
         uid = pod.uid
         if uid in self._active_items:
-            item = self._active_items[uid]
-            item.info.pod = pod
+            self._active_items[uid].info.pod = pod
             return
         if uid in self._backoff_items:
             self._backoff_items[uid].info.pod = pod
@@ -457,18 +502,25 @@ class PriorityQueue:
         if info is None:
             if uid in self._in_flight:
                 # Being scheduled right now: remember the update so a failure is judged against it.
-                self._event_log.append((POD_UPDATE_EVENT, None, pod))
+                events = (
+                    pod_scheduling_properties_change(pod, old, is_target=True)
+                    if old is not None
+                    else [ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE)]
+                )
+                self._event_log.extend((event, old, pod) for event in events)
             else:
                 self.add(pod)
             return
-        old = info.pod
+        previous = info.pod
         info.pod = pod
-        if info.gated:
-            del self._unschedulable[uid]
-            self._push_active(info, "UnscheduledPodUpdate")
-        elif self._hint(info, POD_UPDATE_EVENT, old, pod):
-            del self._unschedulable[uid]
-            self._requeue(info, "UnscheduledPodUpdate")
+        # A gated pod's rejector is its gating plugin: the update that plugin registered (gates removed)
+        # runs PreEnqueue again; a pod still gated comes straight back here.
+        for event in pod_scheduling_properties_change(pod, previous, is_target=True):
+            strategy = self._worth_requeuing(info, event, previous, pod)
+            if strategy != Strategy.SKIP:
+                del self._unschedulable[uid]
+                self._requeue(info, event.label, strategy)
+                break
         self._update_gauges()
 
     def delete(self, uid: str) -> None:
@@ -487,10 +539,10 @@ class PriorityQueue:
             info = self._unschedulable.get(uid)
             if info is not None:
                 del self._unschedulable[uid]
-                self._push_active(info, FORCE_ACTIVATE_EVENT.label)
+                self._push_active(info, FORCE_ACTIVATE.label)
                 continue
             item = self._backoff_items.pop(uid, None)
             if item is not None:
                 item.removed = True
-                self._push_active(item.info, FORCE_ACTIVATE_EVENT.label)
+                self._push_active(item.info, FORCE_ACTIVATE.label)
         self._update_gauges()

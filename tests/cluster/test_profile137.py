@@ -32,13 +32,15 @@ def pod_body(name: str, scheduler_name: str, **spec: Any) -> dict[str, Any]:
 
 
 def reported(core: Any, namespace: str, name: str, message: str) -> bool:
+    """PodScheduled=False whose Filter part is `message`; DefaultPreemption's PostFilter part (in
+    the default profile of 1.37) follows it, as kube-scheduler's messages have it."""
     pod = core.read_namespaced_pod(name, namespace)
     condition = scheduled_condition(pod)
     return bool(
         condition is not None
         and condition.status == "False"
         and condition.reason == "Unschedulable"
-        and condition.message == message
+        and condition.message.startswith(message + " preemption: 0/")
         and not pod.spec.node_name
     )
 

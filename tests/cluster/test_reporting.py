@@ -32,10 +32,15 @@ RULES_WITHOUT_EVENTS = [
     {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/binding", "pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
 ]  # fmt: skip
 
 
-UNFIT = "0/1 nodes are available: 1 Insufficient cpu."
+UNFIT = (
+    "0/1 nodes are available: 1 Insufficient cpu. "
+    "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+)
 
 
 def _bound(core: Any, namespace: str, name: str) -> str:
@@ -93,11 +98,16 @@ def test_denied_events_cost_neither_the_condition_nor_a_bind(
         for i in range(20):
             core.create_namespaced_pod(namespace, make_pod(f"small-{i}", scheduler_name, cpu="50m"))
 
-        wait_for(
-            lambda: _scheduled(core, namespace, "huge") == ("False", "Unschedulable", UNFIT),
-            timeout=60,
-            what="PodScheduled=False on the unschedulable pod",
-        )
+        seen: list[Any] = []
+
+        def reported() -> bool:
+            seen[:] = [_scheduled(core, namespace, "huge")]
+            return bool(seen[0] == ("False", "Unschedulable", UNFIT))
+
+        try:
+            wait_for(reported, timeout=60, what="PodScheduled=False on the unschedulable pod")
+        except AssertionError as err:
+            raise AssertionError(f"{err}; last seen {seen}; log:\n{process.log_path.read_text()[-3000:]}") from None
         wait_for(
             lambda: all(_bound(core, namespace, f"small-{i}") == node for i in range(20)),
             timeout=60,

@@ -20,10 +20,11 @@ from scheduler.api.events import EventBroadcaster
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
+from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.types import CycleState, NodeToStatus, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
-from scheduler.schedule_one import ASSIGNED_POD_DELETE, Scheduler, pod_scheduled_condition
+from scheduler.schedule_one import Scheduler, pod_scheduled_condition
 
 NAME = "secondary-scheduler"
 FORBIDDEN = ApiError(403, 'events.events.k8s.io is forbidden: User "sched" cannot create resource', "Forbidden")

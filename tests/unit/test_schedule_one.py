@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -106,13 +107,29 @@ async def test_fit_error_message_and_condition() -> None:
     assert sched.queue.where("uid-big") == "unschedulable"
 
 
-async def test_no_nodes_is_a_scheduler_error_and_backs_off() -> None:
+def attempts(result: str) -> float:
+    return (
+        metrics.REGISTRY.get_sample_value("scheduler_schedule_attempts_total", {"result": result, "profile": NAME})
+        or 0.0
+    )
+
+
+async def test_no_nodes_is_unschedulable_and_backs_off() -> None:
+    # kube 1.37: ErrNoNodesAvailable becomes an UnschedulableAndUnresolvable status (reason Unschedulable,
+    # result "unschedulable"), with no rejecting plugin, so the pod waits in the error backoffQ.
     sched, inf, client = setup()
+    before = attempts("unschedulable"), attempts("error")
     inf.on_pod("ADDED", raw_pod("p"))
     await run_queue(sched)
-    assert client.conditions["ns/p"]["reason"] == "SchedulerError"
+    assert client.conditions["ns/p"]["reason"] == "Unschedulable"
     assert client.conditions["ns/p"]["message"] == "no nodes available to schedule pods"
+    assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [
+        "no nodes available to schedule pods"
+    ]
+    assert (attempts("unschedulable"), attempts("error")) == (before[0] + 1, before[1])
     assert sched.queue.where("uid-p") == "backoff"
+    info = sched.queue.get("uid-p")
+    assert info is not None and info.error_backoff and not info.unschedulable_plugins
 
 
 async def test_other_schedulers_pods_are_ignored_but_counted() -> None:

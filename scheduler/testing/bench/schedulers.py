@@ -43,7 +43,9 @@ class SchedulerKind:
 
 @contextmanager
 def _ours(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
-    with running_scheduler_process(plane, scheduler_name, extra_args=("--no-leader-elect",)) as process:
+    # The same client rate limit as the kube-scheduler peer (clientConnection qps/burst 5000).
+    extra = ("--no-leader-elect", "--kube-api-qps=5000", "--kube-api-burst=5000")
+    with running_scheduler_process(plane, scheduler_name, extra_args=extra) as process:
         yield Running(process.pid, lambda: metrics_text(process.port))
 
 

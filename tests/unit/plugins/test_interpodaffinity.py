@@ -23,7 +23,7 @@ from plugins.interpodaffinity import (
     parse_args,
 )
 from plugins.registry import in_tree_registry
-from scheduler.framework.types import Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
+from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
 from tests.builders import (
     NodeBuilder,
@@ -1088,5 +1088,8 @@ def test_hints_queue_unexpected_objects() -> None:
 
 def test_events_registered() -> None:
     events = plugin([]).events_to_register()
-    assert {e.event.resource for e in events} == {EventResource.POD, EventResource.NODE}
-    assert all(e.hint is not None for e in events)
+    assert [(e.event.resource, e.event.action, e.hint is not None) for e in events] == [
+        (EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE, True),
+        (EventResource.TARGET_POD, ActionType.UPDATE_POD_LABEL, False),  # kube's hint always says Queue
+        (EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL, True),
+    ]

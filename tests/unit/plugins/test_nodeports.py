@@ -134,6 +134,6 @@ POD = make_pod("p").host_port(8080).obj()
 )
 def test_pod_deleted_hint(deleted: Any, hint: QueueingHint) -> None:
     registered = NodePorts().events_to_register()
-    pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.POD)
+    pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.ASSIGNED_POD)
     assert pod_hint is not None
     assert pod_hint(POD, deleted, None) is hint

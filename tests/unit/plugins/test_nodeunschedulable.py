@@ -73,6 +73,6 @@ def test_node_change_hint(old: Any, new: Any, hint: QueueingHint) -> None:
 )
 def test_pod_toleration_change_hint(new: Any, hint: QueueingHint) -> None:
     registered = NodeUnschedulable().events_to_register()
-    pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.UNSCHEDULED_POD)
+    pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.TARGET_POD)
     assert pod_hint is not None
     assert pod_hint(make_pod("p").obj(), make_pod("p").obj(), new) is hint

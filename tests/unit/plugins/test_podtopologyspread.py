@@ -24,7 +24,7 @@ from plugins.podtopologyspread import (
 from plugins.podtopologyspread.constraints import NO_DOMAIN_MINIMUM, topology_normalizing_weight
 from plugins.podtopologyspread.defaults import StaticWorkloads, default_selector, parse_args
 from plugins.registry import in_tree_registry
-from scheduler.framework.types import Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
+from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
 from tests.builders import (
     NodeBuilder,
@@ -1898,8 +1898,16 @@ HONORING = incoming("foo").spread_constraint(1, "node", HARD, FOO, node_taints_p
         ),
         pytest.param(ON_NODE, on("node-a", "foo"), None, QueueingHint.QUEUE, id="delete a matching pod"),
         pytest.param(ON_NODE, on("node-a", "bar"), None, QueueingHint.SKIP, id="delete an unmatched pod"),
+    ],
+)
+def test_pod_hint(pod: PodBuilder, old: PodBuilder | None, new_pod: PodBuilder | None, want: QueueingHint) -> None:
+    assert _pod_hint(pod, old, new_pod) == want
+
+
+@pytest.mark.parametrize(
+    ("pod", "new_pod", "want"),
+    [
         pytest.param(
-            HONORING,
             HONORING,
             incoming("foo")
             .spread_constraint(1, "node", HARD, FOO, node_taints_policy="Honor")
@@ -1909,15 +1917,27 @@ HONORING = incoming("foo").spread_constraint(1, "node", HARD, FOO, node_taints_p
         ),
         pytest.param(
             ON_NODE,
-            ON_NODE,
             incoming("foo").spread_constraint(1, "node", HARD, FOO).toleration("k", "v", "NoSchedule"),
             QueueingHint.SKIP,
             id="the pod gained a toleration while taints are ignored",
         ),
+        pytest.param(
+            ON_NODE,
+            incoming("bar").spread_constraint(1, "node", HARD, FOO),
+            QueueingHint.QUEUE,
+            id="the pod's relabelling unmatches its own constraint",
+        ),
+        pytest.param(
+            ON_NODE,
+            incoming("foo", other="x").spread_constraint(1, "node", HARD, FOO),
+            QueueingHint.SKIP,
+            id="the pod's relabelling leaves every constraint as it was",
+        ),
     ],
 )
-def test_pod_hint(pod: PodBuilder, old: PodBuilder | None, new_pod: PodBuilder | None, want: QueueingHint) -> None:
-    assert _pod_hint(pod, old, new_pod) == want
+def test_target_pod_hint(pod: PodBuilder, new_pod: PodBuilder, want: QueueingHint) -> None:
+    # TargetPod/UpdatePodToleration|UpdatePodLabel, kube's isSchedulableAfterTargetPodChange.
+    assert hint_plugin()._target_pod_changed(pod.obj(), pod.obj(), new_pod.obj()) == want
 
 
 @pytest.mark.parametrize(
@@ -1950,5 +1970,12 @@ def test_hints_queue_unexpected_objects() -> None:
 
 def test_events_registered() -> None:
     events = hint_plugin().events_to_register()
-    assert {e.event.resource for e in events} == {EventResource.POD, EventResource.NODE}
+    assert [(e.event.resource, e.event.action) for e in events] == [
+        (EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+        (EventResource.TARGET_POD, ActionType.UPDATE_POD_TOLERATION | ActionType.UPDATE_POD_LABEL),
+        (
+            EventResource.NODE,
+            ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT,
+        ),
+    ]
     assert all(e.hint is not None for e in events)

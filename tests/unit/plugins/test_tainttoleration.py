@@ -183,4 +183,4 @@ def test_node_change_hint(old: Any, new: Any, hint: QueueingHint) -> None:
     ],
 )
 def test_pod_toleration_change_hint(old: Any, new: Any, hint: QueueingHint) -> None:
-    assert _hint(EventResource.UNSCHEDULED_POD)(POD, old, new) is hint
+    assert _hint(EventResource.TARGET_POD)(POD, old, new) is hint
