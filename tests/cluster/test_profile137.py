@@ -93,14 +93,12 @@ def test_declared_features_keep_a_pod_on_declaring_nodes(
         (
             {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]},
             '0/1 nodes are available: pod has resource claims (spec.resourceClaims: "gpu"), '
-            "but this scheduler does not implement DynamicResources (DRA) yet. "
-            "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            "but this scheduler does not implement DynamicResources (DRA) yet.",
         ),
         (
             {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]},
             # VolumeBinding's PreFilter, as kube-scheduler reports a missing claim.
-            '0/1 nodes are available: persistentvolumeclaim "missing" not found. '
-            "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            '0/1 nodes are available: persistentvolumeclaim "missing" not found.',
         ),
     ],
     ids=["resource-claims", "persistent-volume-claim"],
