@@ -1,14 +1,29 @@
 # secondary-scheduler: a Kubernetes secondary scheduler in Python.
-FROM python:3.11-slim AS build
+# BASE_IMAGE: any image with python3 (>= 3.11) and its venv module; `make image-test` builds one
+# from Debian bookworm packages with mmdebstrap (no registry needed).
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# A venv: Debian's python3 is externally managed (PEP 668), and one folder is easy to copy.
+RUN python3 -m venv /opt/secondary-scheduler
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY scheduler ./scheduler
 COPY plugins ./plugins
-RUN pip install --no-cache-dir --prefix=/install .
+# Slimmer: the kubernetes client's asyncio copy (kubernetes.aio, ~70 MB) is never imported (the
+# scheduler talks to the API through aiohttp itself), and pip/setuptools are not needed at run time.
+RUN /opt/secondary-scheduler/bin/pip install --no-cache-dir . \
+ && rm -rf /opt/secondary-scheduler/lib/python3*/site-packages/kubernetes/aio \
+ && /opt/secondary-scheduler/bin/pip uninstall -y -q pip setuptools
 
-FROM python:3.11-slim
-COPY --from=build /install /usr/local
-# Run as an unprivileged user; the scheduler needs no filesystem writes.
+FROM ${BASE_IMAGE}
+COPY --from=build /opt/secondary-scheduler /opt/secondary-scheduler
+# Bytecode is compiled at install time; nothing is written at run time, so the root filesystem can be
+# read-only (the chart mounts an emptyDir at /tmp for the self-signed serving certificate).
+ENV PATH=/opt/secondary-scheduler/bin:/usr/local/bin:/usr/bin:/bin \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
 USER 65532:65532
 EXPOSE 10259
 ENTRYPOINT ["secondary-scheduler", "run"]

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean
+.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test
 
 all: test
 
@@ -31,10 +31,15 @@ test-unit: $(STAMP)
 	$(VENV)/bin/pytest -m "not cluster" -q
 
 test-cluster: $(STAMP) controlplane
-	$(VENV)/bin/pytest -m cluster -q
+	$(VENV)/bin/pytest -m "cluster and not image" -q
 
 test: $(STAMP) controlplane lint typecheck
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -m "not image"
+
+# The Dockerfile built with podman on a Debian bookworm base (mmdebstrap) and run read-only as
+# UID 65532 against a test apiserver until it binds a pod (hack/image/build.sh, tests/image/).
+image-test: $(STAMP) controlplane
+	$(VENV)/bin/pytest -q -m image tests/image
 
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
@@ -49,6 +54,10 @@ bench: $(STAMP) controlplane
 bench-own: $(STAMP) controlplane
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m scheduler.testing.bench $(OWN_BENCH_ARGS)
+
+# deploy/: the chart rendered with its default values (tests/cluster/test_chart.py checks it is current).
+deploy: $(STAMP) controlplane
+	$(PY) -m scheduler.testing.chart
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -26,10 +26,9 @@ from typing import Any
 import kopf
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from plugins.registry import in_tree_registry
-from scheduler import metrics
+from scheduler import metrics, serving
 from scheduler.api.client import ApiClient
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
@@ -73,6 +72,9 @@ class Options:
     scheduler_name: str = "secondary-scheduler"
     metrics_port: int = 10259
     metrics_address: str = "0.0.0.0"
+    plain_http: bool = False
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     batch_window: float = 0.01
     assumed_pod_ttl: float = 900.0
     # Flags that were given (None: not given); they override the config file's leaderElection.
@@ -178,6 +180,8 @@ def build_scheduler(
     cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
+    metrics.unschedulable_pods.set_source(queue.unschedulable_pods_by_plugin)
+    metrics.inflight_events.set_source(queue.in_flight_events)
     return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
@@ -235,10 +239,16 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.posting.enabled = False
     settings.peering.standalone = True
+    # No watch on CustomResourceDefinitions (kopf's resource scanning): every kind watched here is
+    # built in, and the chart's RBAC grants no CRD reads (tests/cluster/test_rbac.py).
+    settings.scanning.disabled = True
     settings.batching.batch_window = batch_window
     settings.watching.server_timeout = 300
     return settings
 
+
+# Shutdown waits this long for in-flight binding cycles and writes, then cancels them.
+DRAIN_TIMEOUT_SECONDS = 5.0
 
 # Terminal pods hold no resources: like kube-scheduler's informer, never see them (a pod that
 # finishes arrives as DELETED).
@@ -265,29 +275,41 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
     await pods.list()
 
 
-async def _serve_metrics(options: Options, ready: asyncio.Event) -> web.AppRunner:
-    async def metrics_handler(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+async def _serve(
+    options: Options,
+    client: HttpApiClient,
+    ready: asyncio.Event,
+    stop: asyncio.Event,
+    leading: list[asyncio.Task[Any]],
+    leader_elect: bool,
+) -> web.AppRunner:
+    """kube-scheduler's endpoints: /livez (ping), /healthz and /readyz (plus the elector's watchdog
+    and, for /readyz, shutdown and informer sync). A standby is ready: it only waits for the lease."""
 
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
+    def leader_election() -> str | None:
+        return "leader election is not running" if any(task.done() for task in leading) else None
 
-    async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="informers not synced")
+    def shutdown() -> str | None:
+        return "process is shutting down" if stop.is_set() else None
 
-    app = web.Application()
-    app.add_routes(
-        [
-            web.get("/metrics", metrics_handler),
-            web.get("/healthz", healthz),
-            web.get("/livez", healthz),
-            web.get("/readyz", readyz),
-        ]
+    def handler_sync() -> str | None:
+        return None if ready.is_set() else "handlers are not fully synchronized"
+
+    ping: dict[str, serving.Check] = {"ping": lambda: None}
+    election = {"leaderElection": leader_election} if leader_elect else {}
+    return await serving.serve(
+        serving.ServingOptions(
+            address=options.metrics_address,
+            port=options.metrics_port,
+            plain_http=options.plain_http,
+            cert_file=options.tls_cert_file,
+            key_file=options.tls_key_file,
+        ),
+        client,
+        livez=ping,
+        healthz={**ping, **election},
+        readyz={**ping, **election, "shutdown": shutdown, "sched-handler-sync": handler_sync},
     )
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, options.metrics_address, options.metrics_port).start()
-    return runner
 
 
 async def _cleanup_assumed(scheduler: Scheduler) -> None:
@@ -322,7 +344,8 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     informers = Informers(scheduler, namespaces)
     stop = stop or asyncio.Event()
     ready = asyncio.Event()
-    runner = await _serve_metrics(options, ready)
+    leading_tasks: list[asyncio.Task[Any]] = []
+    runner = await _serve(options, client, ready, stop, leading_tasks, leader_election.leader_elect)
     log.info(
         "starting",
         profiles=[p.scheduler_name for p in config.profiles],
@@ -359,13 +382,20 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
                 renew_deadline=leader_election.renew_deadline,
                 retry_period=leader_election.retry_period,
             )
+            # A deposed leader writes nothing: the fence refuses every write, and binding cycles still
+            # in flight drop their pod before Bind (scheduler.may_write), the moment the renew deadline passes.
+            client.write_fence = elector.leading
+            event_client.write_fence = elector.leading
+            scheduler.may_write = elector.leading
             leading = run_as_leader(elector, stop, scheduler.run)
         else:
             leading = scheduler.run()
         tasks.append(asyncio.create_task(leading, name="schedule-loop"))
+        leading_tasks.append(tasks[-1])
         tasks.append(asyncio.create_task(scheduler.queue.run_flush_loops(), name="queue-flush"))
         tasks.append(asyncio.create_task(_cleanup_assumed(scheduler), name="assumed-expiry"))
         tasks.append(asyncio.create_task(scheduler.event_broadcaster.run(), name="event-series"))
+        tasks.append(asyncio.create_task(metrics.recorder.run(), name="metrics-flush"))
         waiter = asyncio.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -375,14 +405,16 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     finally:
         stop.set()
         scheduler.queue.close()
+        # kopf stops on the stop flag; the schedule loop too, and it must: cancelled, a leader would
+        # not release its Lease and the standby would wait out a whole lease duration.
         for task in tasks:
-            if task.get_name() != "kopf":
+            if task.get_name() not in ("kopf", "schedule-loop"):
                 task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
         scheduler.event_broadcaster.close()
-        await scheduler.drain()
+        await scheduler.drain(grace=DRAIN_TIMEOUT_SECONDS)
         await client.close()
         await event_client.close()
         await runner.cleanup()

@@ -35,6 +35,7 @@ async def binding_cycle(
     host: str,
     started: float,
 ) -> None:
+    metrics.goroutines.labels(metrics.BINDING).inc()
     try:
         if not await _bind(sched, fw, state, info, assumed, host, started):
             return
@@ -44,6 +45,8 @@ async def binding_cycle(
         metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
         metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
         metrics.pod_scheduling_attempts.observe(info.attempts)
+        if info.was_flushed_from_unschedulable:
+            metrics.pod_scheduled_after_flush.inc()
         if info.initial_attempt_timestamp is not None:
             metrics.pod_scheduling_sli_duration.labels("15+" if info.attempts >= 15 else str(info.attempts)).observe(
                 time.monotonic() - info.initial_attempt_timestamp
@@ -57,6 +60,7 @@ async def binding_cycle(
             assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
         )
     finally:
+        metrics.goroutines.labels(metrics.BINDING).dec()
         sched.queue.done(assumed.uid)
 
 
@@ -78,6 +82,9 @@ async def _bind(
         if status is None:
             point = "PreBind"
             status = await fw.run_pre_bind(state, assumed, host)
+        if status is None and not sched.may_write():
+            _abandon(sched, fw, state, assumed, host)
+            return False
         if status is None:
             point = "Bind"
             status = await fw.run_bind(state, assumed, host)
@@ -88,12 +95,20 @@ async def _bind(
         return False
     if status is None:
         return True
-    metrics.binding_errors.labels(point).inc()
+    metrics.binding_cycle_failures.labels(point).inc()
     _undo(sched, fw, state, info, assumed, host, status, waiting_rejected=point == "WaitOnPermit")
     result = "unschedulable" if status.is_rejection else "error"
     metrics.schedule_attempts.labels(result, fw.profile_name).inc()
     metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
     return False
+
+
+def _abandon(sched: Scheduler, fw: Framework, state: CycleState, assumed: Pod, host: str) -> None:
+    """A deposed leader drops the pod without a write: no Bind, no requeue, no failure report."""
+    fw.run_unreserve(state, assumed, host)
+    if sched.cache.is_assumed(assumed.uid):
+        sched.cache.forget_pod(assumed)
+    log.info("not binding: no longer the leader", pod=assumed.key, node=host)
 
 
 def _undo(
@@ -107,6 +122,11 @@ def _undo(
     waiting_rejected: bool = False,
 ) -> None:
     fw.run_unreserve(state, assumed, host)
+    if not sched.cache.is_assumed(assumed.uid):
+        # The informer saw the pod bound (by someone else, or our Bind landed despite the error):
+        # the cache holds the real pod; nothing to forget, requeue or report.
+        log.info("binding failed; pod is bound meanwhile", pod=assumed.key, node=host, error=status.message)
+        return
     sched.cache.forget_pod(assumed)
     log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
     # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a pod

@@ -7,8 +7,12 @@ import asyncio
 import signal
 import sys
 
+import structlog
+
 from scheduler import logs
 from scheduler.api.client import ApiError
+from scheduler.api.http import KubeconfigError
+from scheduler.api.leaderelection import LeadershipLost
 from scheduler.config import ConfigError, parse_duration
 
 
@@ -35,8 +39,23 @@ def _parser() -> argparse.ArgumentParser:
         default="secondary-scheduler",
         help="schedulerName of the default profile when --config gives none (default: %(default)s)",
     )
-    run.add_argument("--metrics-port", type=int, default=10259, help="port for /metrics, /healthz, /readyz")
-    run.add_argument("--metrics-address", default="0.0.0.0")
+    run.add_argument(
+        "--secure-port",
+        "--metrics-port",
+        dest="metrics_port",
+        type=int,
+        default=10259,
+        help="port of /metrics, /healthz, /livez, /readyz (default: %(default)s)",
+    )
+    run.add_argument("--bind-address", "--metrics-address", dest="metrics_address", default="0.0.0.0")
+    run.add_argument(
+        "--serve-plain-http",
+        action="store_true",
+        help="serve plain HTTP with no authentication or authorization (default: HTTPS, /metrics delegated to the "
+        "apiserver through TokenReview and SubjectAccessReview, as kube-scheduler)",
+    )
+    run.add_argument("--tls-cert-file", help="serving certificate (default: self-signed, made at start)")
+    run.add_argument("--tls-private-key-file", help="key of --tls-cert-file")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
@@ -76,6 +95,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fail(exc: ConfigError | KubeconfigError | ApiError, api_prefix: str = "") -> int:
+    """One line on stderr, no traceback; exit code 2 for bad input, 1 for the API."""
+    if isinstance(exc, ConfigError):
+        print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, KubeconfigError):
+        print(f"secondary-scheduler: {exc}", file=sys.stderr)
+        return 2
+    print(f"secondary-scheduler: {api_prefix}{exc}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logs.configure(args.log_level, json_output=args.log_format == "json")
@@ -92,12 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                     name,
                 )
             )
-        except ConfigError as exc:
-            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
-            return 2
-        except ApiError as exc:
-            print(f"secondary-scheduler: {exc}", file=sys.stderr)
-            return 1
+        except (ConfigError, KubeconfigError, ApiError) as exc:
+            return _fail(exc)
         return 0
     if args.command == "run":
         from scheduler.app import Options, run
@@ -108,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
             scheduler_name=args.scheduler_name,
             metrics_port=args.metrics_port,
             metrics_address=args.metrics_address,
+            plain_http=args.serve_plain_http,
+            tls_cert_file=args.tls_cert_file,
+            tls_key_file=args.tls_private_key_file,
             batch_window=args.batch_window,
             assumed_pod_ttl=args.assumed_pod_ttl,
             leader_elect=args.leader_elect,
@@ -130,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             asyncio.run(main_async())
-        except ConfigError as exc:
-            print(f"secondary-scheduler: invalid configuration: {exc}", file=sys.stderr)
-            return 2
+        except LeadershipLost as exc:
+            # As kube-scheduler: one line, exit 1; the replica restarts as a standby.
+            structlog.get_logger("app").error("Leaderelection lost", reason=str(exc))
+            return 1
+        except (ConfigError, KubeconfigError, ApiError) as exc:
+            # Start-up reads (the informers' first lists) name the request and the apiserver's answer,
+            # e.g. `namespaces is forbidden: User "…" cannot list resource "namespaces" …`.
+            return _fail(exc, api_prefix="cannot start: ")
     return 0

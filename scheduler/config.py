@@ -374,13 +374,22 @@ def parse_config(raw: Any, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME)
     )
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's multi-line report (with a caret drawing) as one line: the problem and where."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return " ".join(str(exc).split())
+
+
 def load_config(path: str | Path, default_scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> SchedulerConfig:
     try:
         raw = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from exc
     try:
         return parse_config(raw, default_scheduler_name)
     except ConfigError as exc:

@@ -10,16 +10,20 @@ Writes nothing to the API except reporting a pod that cannot be parsed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
 
+from scheduler import metrics
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
     NODE_ADD,
     NODE_DELETE,
+    UNSCHEDULED_POD_ADD,
+    UNSCHEDULED_POD_UPDATE,
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
 )
@@ -41,6 +45,9 @@ from scheduler.schedule_one import Scheduler
 log = structlog.get_logger("informers")
 
 DELETED = "DELETED"
+# Labels of kube's handlers that are no queue event (scheduler_event_handling_duration_seconds only).
+UNSCHEDULED_DEL = "UnscheduledPodDelete"
+ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
 
 _VOLUME_EVENT_RESOURCES = {
     STORAGE_CLASS: EventResource.STORAGE_CLASS,
@@ -87,6 +94,7 @@ class Informers:
     # ---- pods ----------------------------------------------------------------------------
 
     def on_pod(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        started = time.perf_counter()
         sched = self.sched
         meta = raw.get("metadata") or {}
         uid = meta.get("uid", "")
@@ -106,25 +114,32 @@ class Informers:
             if known is not None and not cache.is_assumed(uid):
                 cache.remove_pod(uid)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, known, None)
+            if pod.node_name or pod.scheduler_name in sched.frameworks:  # kube's handlers see only these
+                metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DEL, started)
             return
         if pod.node_name:
-            sched.pending_pods.pop(uid, None)
+            if sched.pending_pods.pop(uid, None) is not None:  # kube's unscheduled-pod handler sees a delete
+                metrics.observe_event_handling(UNSCHEDULED_DEL, started)
             sched.nominator.delete(uid)
             sched.queue.delete(uid)
             if known is None or cache.is_assumed(uid):
                 cache.add_pod(pod)
                 sched.queue.move_all_to_active_or_backoff(ASSIGNED_POD_ADD, None, pod)
+                metrics.observe_event_handling(ASSIGNED_POD_ADD.label, started)
             else:
                 cache.update_pod(pod)
                 # A status-only update is a general AssignedPod/Update, which no in-tree plugin registers.
                 for event in pod_scheduling_properties_change(pod, known, is_target=False):
                     sched.queue.move_all_to_active_or_backoff(event, known, pod)
+                    metrics.observe_event_handling(event.label, started)
+                metrics.observe_event_handling(ASSIGNED_POD_UPDATE, started)
             return
         if pod.scheduler_name not in sched.frameworks:
             return
         previous = sched.pending_pods.get(uid)
         if previous is not None and previous.resource_version == pod.resource_version:
             return  # the same object again (a relist): nothing changed
+        label = (UNSCHEDULED_POD_ADD if previous is None else UNSCHEDULED_POD_UPDATE).label
         sched.pending_pods[uid] = pod
         if cache.is_assumed(uid):
             # Our binding is in flight; the bound pod will confirm it. The assume dropped its
@@ -135,6 +150,7 @@ class Informers:
             sched.queue.delete(uid)
             return
         sched.queue.add(pod, previous)
+        metrics.observe_event_handling(label, started)
 
     def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
         spec = raw.get("spec") or {}
@@ -171,6 +187,7 @@ class Informers:
     # ---- nodes ---------------------------------------------------------------------------
 
     def on_node(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        started = time.perf_counter()
         sched = self.sched
         name = (raw.get("metadata") or {}).get("name", "")
         cached_info = sched.cache.get_node_info(name)
@@ -180,6 +197,7 @@ class Informers:
             self._nodes.pop(name, None)
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
+            metrics.observe_event_handling(NODE_DELETE.label, started)
             return
         try:
             node = Node.from_raw(raw)
@@ -197,6 +215,7 @@ class Informers:
             sched.cache.add_or_update_node(node)
         for event in events:
             sched.queue.move_all_to_active_or_backoff(event, old, node)
+            metrics.observe_event_handling(event.label, started)  # as kube: once per fine-grained event
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

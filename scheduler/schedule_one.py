@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +59,15 @@ class NoNodesAvailable(Exception):
         return NO_NODES_AVAILABLE
 
 
+class PluginError(RuntimeError):
+    """A plugin answered with an Error status (often a pod field it cannot parse): its message says
+    what is wrong, so it is logged as one line, not with a traceback."""
+
+
+# Pods whose last scheduling error was logged (uid -> message); forgotten wholesale past this size.
+_MAX_REMEMBERED_ERRORS = 10_000
+
+
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
     """How many feasible nodes to look for before scoring (kube-scheduler's adaptive rule)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
@@ -83,6 +92,10 @@ class ScheduleResult:
     suggested_host: str
     evaluated_nodes: int
     feasible_nodes: int
+
+
+def _always() -> bool:
+    return True
 
 
 def _now_rfc3339() -> str:
@@ -180,6 +193,9 @@ class Scheduler:
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
+        # False once this process may no longer write (a deposed leader): binding cycles stop before Bind.
+        self.may_write: Callable[[], bool] = _always
+        self._logged_errors: dict[str, str] = {}
         self.event_broadcaster = event_broadcaster or EventBroadcaster(client)
         # One recorder per profile, reporting as the profile's scheduler name (as kube-scheduler).
         self.recorders: dict[str, EventRecorder] = {
@@ -206,11 +222,25 @@ class Scheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def drain(self) -> None:
-        """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown)."""
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown); past
+        `grace` seconds, cancel whatever is left."""
+        deadline = None if grace is None else time.monotonic() + grace
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        await self.event_broadcaster.drain()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                pending = list(self._tasks)
+                log.warning("shutdown: cancelling unfinished binding cycles and writes", count=len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return
+            await asyncio.wait(list(self._tasks), timeout=left)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            await asyncio.wait_for(self.event_broadcaster.drain(), timeout=left)
+        except TimeoutError:
+            log.warning("shutdown: events left unwritten")
 
     # ---- one cycle -----------------------------------------------------------------------
 
@@ -226,6 +256,7 @@ class Scheduler:
             return
         started = time.perf_counter()
         state = CycleState()
+        state.record_plugin_metrics = metrics.should_record_plugin_metrics()
         try:
             result = self.schedule_pod(fw, state, pod)
         except FitError as fit_error:
@@ -237,6 +268,7 @@ class Scheduler:
                     fit_error.diagnosis.post_filter_msg = post_status.message
                     if post_status.code == Code.ERROR:
                         log.error("postfilter failed", pod=pod.key, error=post_status.message)
+            metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "unschedulable", started)
             self.handle_failure(
                 fw, info, Status.unschedulable(), fit_error, nominated, keep_nomination=bool(fw.post_filter_plugins)
@@ -244,16 +276,19 @@ class Scheduler:
             return
         except NoNodesAvailable as exc:
             # kube: UnschedulableAndUnresolvable, reported as Unschedulable with no rejecting plugin.
+            metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "unschedulable", started)
             log.info("no nodes available to schedule pods", pod=pod.key)
             self.handle_failure(fw, info, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(exc),), exc), None, None)
             return
         except Exception as exc:
+            metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
             self._observe(fw, "error", started)
-            log.error("scheduling cycle failed", pod=pod.key, error=str(exc), exc_info=True)
+            self._log_cycle_error(pod, exc)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
+        metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
         assumed = dataclasses.replace(pod, node_name=result.suggested_host)
         try:
             self.cache.assume_pod(assumed)
@@ -279,6 +314,18 @@ class Scheduler:
         from scheduler.binding import binding_cycle
 
         self.spawn(binding_cycle(self, fw, state, info, assumed, host, started))
+
+    def _log_cycle_error(self, pod: Pod, exc: Exception) -> None:
+        """Once per pod and message: a pod that keeps failing the same way does not flood the log."""
+        message = str(exc)
+        if self._logged_errors.get(pod.uid) == message:
+            log.debug("scheduling cycle failed again", pod=pod.key, error=message)
+            return
+        if len(self._logged_errors) >= _MAX_REMEMBERED_ERRORS:
+            self._logged_errors.clear()
+        self._logged_errors[pod.uid] = message
+        expected = isinstance(exc, NoNodesAvailable | PluginError)
+        log.error("scheduling cycle failed", pod=pod.key, error=message, exc_info=not expected)
 
     def _skip(self, pod: Pod) -> bool:
         """A deleted pod, or one whose earlier cycle is still binding, is not scheduled again."""
@@ -310,7 +357,7 @@ class Scheduler:
         diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
             if not status.is_rejection:
-                raise RuntimeError(status.message)
+                raise PluginError(status.message)
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
             diagnosis.add_plugin_status(status)
@@ -348,6 +395,7 @@ class Scheduler:
         num_nodes = table.size
         to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
+        started = time.perf_counter()
         mask, per_node = fw.run_filter_batch(state, pod, table)
         order = table.arange + start
         order[order >= num_nodes] -= num_nodes
@@ -376,6 +424,7 @@ class Scheduler:
                 else:
                     status = fw.run_filter(state, pod, info)
                 self._record_rejection(fw, state, pod, info, status, diagnosis)
+        self._filtered(fw, state, started, len(feasible), diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
 
@@ -394,7 +443,7 @@ class Scheduler:
             # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
             raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
         if status.code == Code.ERROR:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         diagnosis.node_to_status[info.name] = status
         diagnosis.add_plugin_status(status)
 
@@ -413,6 +462,7 @@ class Scheduler:
             return chosen, diagnosis
         feasible: list[NodeInfo] = []
         processed = 0
+        started = time.perf_counter()
         for i in range(num_nodes):
             node_info = nodes[(start + i) % num_nodes]
             processed += 1
@@ -423,9 +473,16 @@ class Scheduler:
                     break
             else:
                 self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
+        self._filtered(fw, state, started, len(feasible), diagnosis)
         # kube advances the start over all nodes, also when a PreFilter result narrowed the list.
         self.next_start_node_index = (self.next_start_node_index + processed) % len(self.snapshot)
         return feasible, diagnosis
+
+    @staticmethod
+    def _filtered(fw: Framework, state: CycleState, started: float, feasible: int, diagnosis: Diagnosis) -> None:
+        """The Filter extension point's metrics, once per cycle as kube records them."""
+        metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
+        fw.record_filter_evaluations(state, feasible, diagnosis.node_to_status)
 
     def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
         """Weighted total score per node (aligned with `nodes`)."""
@@ -433,12 +490,12 @@ class Scheduler:
             return np.ones(len(nodes), np.int64)
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         position = self.snapshot.position
         rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
         totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
         if status is not None:
-            raise RuntimeError(status.message)
+            raise PluginError(status.message)
         return totals
 
     # ---- failures ------------------------------------------------------------------------

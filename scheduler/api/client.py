@@ -11,11 +11,12 @@ from scheduler.model.objects import Pod
 class ApiError(Exception):
     """An API call that failed; `status` is the HTTP status (0 for transport errors)."""
 
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
+    def __init__(self, status: int, message: str, reason: str = "", retry_after: float | None = None) -> None:
         super().__init__(f"{status} {reason}: {message}" if reason else f"{status}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After), if it did
 
     @property
     def not_found(self) -> bool:

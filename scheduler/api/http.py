@@ -2,6 +2,10 @@
 
 Credentials come from the `kubernetes` package's kubeconfig / in-cluster loaders so that
 every auth form they support works here too; requests reuse one connection pool.
+
+Every failure — an HTTP error, a refused or reset connection, a request that outlives its
+timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. A write fence
+(leader election's `leading`) refuses every write once this process may no longer write.
 """
 
 from __future__ import annotations
@@ -10,21 +14,31 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import urllib.parse
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from scheduler import __version__
+from scheduler import __version__, metrics
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
 # Re-reading the kubeconfig/token on every request costs more than the request itself; bound
 # service-account tokens are refreshed by the kubelet long before they expire.
 AUTH_REFRESH_SECONDS = 60.0
+# A request (not a watch) that takes longer than this is abandoned as failed.
+REQUEST_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+# client-go's retries of a 429 / 5xx that carries Retry-After.
+MAX_RETRIES = 10
+MAX_RETRY_AFTER_SECONDS = 10
+# Failure reports (status patches) ride out an apiserver outage this long.
+OUTAGE_RETRY_SECONDS = 30.0
 
 
 @dataclass
@@ -38,6 +52,11 @@ class Connection:
     def host(self) -> str:
         host: str = self.configuration.host
         return host.rstrip("/")
+
+    @property
+    def host_label(self) -> str:
+        """The `host` label of rest_client_* (host:port, as client-go's URL.Host)."""
+        return urllib.parse.urlsplit(self.host).netloc
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         cfg = self.configuration
@@ -73,14 +92,40 @@ class Connection:
         return None
 
 
+class KubeconfigError(ValueError):
+    """The kubeconfig (or the in-cluster service account) cannot be used; the message names which."""
+
+
 def load_connection(kubeconfig: str | None) -> Connection:
     """Kubeconfig file when given, otherwise the in-cluster service account."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        if not Path(kubeconfig).is_file():
+            raise KubeconfigError(f"kubeconfig {kubeconfig}: no such file")
+        try:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except Exception as exc:  # the loader raises ConfigException, but also TypeError/KeyError on odd YAML
+            raise KubeconfigError(f"kubeconfig {kubeconfig}: not usable: {exc}") from exc
     else:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            raise KubeconfigError(
+                f"in-cluster configuration (no --kubeconfig given): {exc} "
+                "(needs KUBERNETES_SERVICE_HOST/PORT and a token in /var/run/secrets/kubernetes.io/serviceaccount)"
+            ) from exc
     return Connection(cfg)
+
+
+def _observe_request(
+    method: str, host: str, started: float, data: str | None, status: int | None, response_size: int | None
+) -> None:
+    """client-go's rest_client_* for one request; `status` None for a request that got no response."""
+    metrics.rest_client_requests.labels("<error>" if status is None else str(status), method, host).inc()
+    metrics.rest_client_request_duration.labels(method, host).observe(time.perf_counter() - started)
+    metrics.rest_client_request_size.labels(method, host).observe(len(data.encode()) if data else 0)
+    if response_size is not None:
+        metrics.rest_client_response_size.labels(method, host).observe(response_size)
 
 
 # The apiserver records this (up to the "/") as the field manager of every write we make.
@@ -116,6 +161,42 @@ class TokenBucket:
             await self._sleep(-self._tokens / self._qps)
 
 
+async def _through_outage(send: Callable[[], Awaitable[Any]]) -> Any:
+    """Retry a status patch while the apiserver is unreachable or failing (5xx), for up to
+    OUTAGE_RETRY_SECONDS: a PodScheduled=False condition lost to an apiserver restart would otherwise
+    wait for the pod's next attempt, up to 5 minutes (kube's own retry, which the failure report adds
+    on top, lasts about 1.5 s). Events need none of this: their broadcaster retries as client-go's."""
+    deadline = time.monotonic() + OUTAGE_RETRY_SECONDS
+    pause = 0.5
+    while True:
+        try:
+            return await send()
+        except ApiError as exc:
+            transient = (exc.status == 0 and exc.reason != "NotLeader") or exc.status in (500, 502, 503, 504)
+            if not transient or time.monotonic() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 4.0)
+
+
+def _retry_after(resp: aiohttp.ClientResponse) -> float | None:
+    """The wait a 429 or 5xx asks for with Retry-After (whole seconds, at most MAX_RETRY_AFTER)."""
+    if resp.status != 429 and resp.status < 500:
+        return None
+    value = resp.headers.get("Retry-After", "")
+    if not value.isdigit():
+        return None
+    return float(min(int(value), MAX_RETRY_AFTER_SECONDS))
+
+
+def _describe(exc: BaseException) -> str:
+    """aiohttp's timeouts carry no message; name them."""
+    text = str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"timed out ({text})" if text else "timed out"
+    return text or type(exc).__name__
+
+
 class HttpApiClient:
     """The real ApiClient. One aiohttp session, bounded connection pool, optional rate limit."""
 
@@ -124,6 +205,7 @@ class HttpApiClient:
         connection: Connection,
         component: str,
         max_connections: int = 64,
+        request_timeout: float = REQUEST_TIMEOUT_SECONDS,
         rate_limiter: TokenBucket | None = None,
     ) -> None:
         self._rate_limiter = rate_limiter
@@ -131,6 +213,9 @@ class HttpApiClient:
         self._component = component
         self._session: aiohttp.ClientSession | None = None
         self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        # Writes are refused while this returns False (set by leader election; None: always allowed).
+        self.write_fence: Callable[[], bool] | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -144,17 +229,45 @@ class HttpApiClient:
         path: str,
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        *,
+        fenced: bool = True,
     ) -> Any:
+        """One request; `fenced=False` only for the lease itself, which must be written to be kept.
+
+        As client-go: a 429, or a 5xx with Retry-After, is retried after the time the server asked
+        for, up to MAX_RETRIES times (the server did not act on the request).
+        """
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return await self._send(method, path, body, content_type, fenced)
+            except ApiError as exc:
+                if exc.retry_after is None or attempt == MAX_RETRIES:
+                    raise
+                await asyncio.sleep(exc.retry_after)
+        raise AssertionError("unreachable")
+
+    async def _send(
+        self, method: str, path: str, body: Mapping[str, Any] | None, content_type: str, fenced: bool
+    ) -> Any:
+        if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
+            raise ApiError(0, f"{method} {path}: not the leader; refusing to write", "NotLeader")
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT}
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
         data = json.dumps(body) if body is not None else None
+        started = time.perf_counter()
         if self._rate_limiter is not None:
             await self._rate_limiter.wait()
+            metrics.rest_client_rate_limiter_duration.labels(method, self._conn.host_label).observe(
+                time.perf_counter() - started
+            )
         try:
-            async with self._get_session().request(method, self._conn.host + path, data=data, headers=headers) as resp:
+            async with self._get_session().request(
+                method, self._conn.host + path, data=data, headers=headers, timeout=self._timeout
+            ) as resp:
                 text = await resp.text()
+                _observe_request(method, self._conn.host_label, started, data, resp.status, len(await resp.read()))
                 if resp.status == 401:
                     self._conn.invalidate_auth()
                 if resp.status >= 400:
@@ -164,13 +277,17 @@ class HttpApiClient:
                         reason, message = status.get("reason", ""), status.get("message", text)
                     except ValueError:
                         pass
-                    raise ApiError(resp.status, message, reason)
+                    raise ApiError(resp.status, message, reason, _retry_after(resp))
                 return json.loads(text) if text else None
-        except aiohttp.ClientError as exc:
-            raise ApiError(0, f"{method} {path}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            _observe_request(method, self._conn.host_label, started, data, None, None)
+            raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc
+        except ValueError as exc:  # a 2xx answer that is not JSON (a proxy's page)
+            raise ApiError(0, f"{method} {path}: invalid JSON in the response: {exc}") from exc
 
-    async def stream(self, method: str, path: str) -> AsyncIterator[bytes]:
-        """The response body in chunks as they arrive (watches); no overall timeout."""
+    async def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncGenerator[bytes, None]:
+        """The response body in chunks as they arrive (watches): no overall timeout, but ApiError when
+        nothing arrives for `read_timeout` seconds (a black-holed connection)."""
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         auth = self._conn.auth_header()
         if auth:
@@ -179,8 +296,12 @@ class HttpApiClient:
             await self._rate_limiter.wait()
         try:
             async with self._get_session().request(
-                method, self._conn.host + path, headers=headers, timeout=aiohttp.ClientTimeout(total=None)
+                method,
+                self._conn.host + path,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS, sock_read=read_timeout),
             ) as resp:
+                metrics.rest_client_requests.labels(str(resp.status), method, self._conn.host_label).inc()
                 if resp.status >= 400:
                     text = await resp.text()
                     if resp.status == 401:
@@ -188,8 +309,8 @@ class HttpApiClient:
                     raise ApiError(resp.status, text)
                 async for chunk in resp.content.iter_any():
                     yield chunk
-        except aiohttp.ClientError as exc:
-            raise ApiError(0, f"{method} {path}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc
 
     async def bind(self, pod: Pod, node_name: str) -> None:
         body = {
@@ -218,11 +339,13 @@ class HttpApiClient:
         metadata = {"uid": pod.uid}
         if resource_version:
             metadata["resourceVersion"] = resource_version
-        written: Mapping[str, Any] | None = await self.request(
-            "PATCH",
-            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
-            {"metadata": metadata, "status": status},
-            content_type="application/strategic-merge-patch+json",
+        written: Mapping[str, Any] | None = await _through_outage(
+            lambda: self.request(
+                "PATCH",
+                f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+                {"metadata": metadata, "status": status},
+                content_type="application/strategic-merge-patch+json",
+            )
         )
         return written
 
@@ -268,3 +391,6 @@ class HttpApiClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+            # aiohttp's graceful shutdown for TLS: let the transports (one may have been cut mid-request
+            # by a timeout) finish closing before the loop goes away.
+            await asyncio.sleep(0.25)

@@ -3,7 +3,10 @@
 Only the leader schedules; every replica keeps its informers warm. Expiry is judged by when
 *this* process last saw the lease record change (not by the holder's clock), so clock skew
 between replicas cannot make two leaders. Leadership that cannot be renewed within the renew
-deadline is lost, and the process must stop scheduling at once.
+deadline is lost, and the process must stop scheduling at once: every acquire/renew attempt is
+abandoned when the renew deadline runs out (a hung connection cannot keep an old leader alive),
+and `leading()` turns False the moment the deadline passes, whatever the renew loop is doing, so
+that writes gated on it stop before a standby can take the lease (renewDeadline < leaseDuration).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient
 
@@ -55,7 +59,21 @@ class LeaseElector:
         self._clock = clock
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = 0.0
+        self._renewed_at = 0.0  # when the last successful acquire/renew attempt began
         self.is_leader = False
+        metrics.leader_election_master_status.labels(name).set(0)
+
+    def leading(self) -> bool:
+        """True while this process may write: it holds the lease and renewed it within the renew deadline."""
+        return self.is_leader and self._clock() - self._renewed_at < self.renew_deadline
+
+    async def _attempt(self, budget: float) -> bool:
+        """One try_acquire_or_renew, given up after `budget` seconds (a black-holed connection)."""
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=budget)
+        except TimeoutError:
+            log.warning("lease request timed out", lease=f"{self.namespace}/{self.name}", timeout=round(budget, 3))
+            return False
 
     async def try_acquire_or_renew(self) -> bool:
         now = self._clock()
@@ -66,18 +84,19 @@ class LeaseElector:
                 log.warning("reading lease failed", lease=self.name, error=str(exc))
                 return False
             spec = self._spec(transitions=0, acquire=True)
-            body = {
+            body: dict[str, Any] = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name},
                 "spec": spec,
             }
             try:
-                await self.client.request("POST", self.collection, body)
+                await self.client.request("POST", self.collection, body, fenced=False)
             except ApiError as create_error:
                 log.info("creating lease failed", lease=self.name, error=str(create_error))
                 return False
             self._observe(spec, now)
+            self._renewed_at = now
             return True
         spec = lease.get("spec") or {}
         if spec != self._observed_spec:
@@ -94,12 +113,15 @@ class LeaseElector:
             previous=spec,
         )
         lease["spec"] = new_spec
+        if self.is_leader:  # client-go's slow path: renewing after a read (ours always reads first)
+            metrics.leader_election_slowpath.labels(self.name).inc()
         try:
-            await self.client.request("PUT", self.path, lease)
+            await self.client.request("PUT", self.path, lease, fenced=False)
         except ApiError as exc:
             log.info("updating lease failed", lease=self.name, error=str(exc))
             return False
         self._observe(new_spec, now)
+        self._renewed_at = now
         return True
 
     def _spec(self, transitions: int, acquire: bool, previous: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -119,8 +141,9 @@ class LeaseElector:
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Block until this process leads (True) or `stop` is set (False)."""
         while not stop.is_set():
-            if await self.try_acquire_or_renew():
+            if await self._attempt(self.renew_deadline):
                 self.is_leader = True
+                metrics.leader_election_master_status.labels(self.name).set(1)
                 log.info("acquired lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
                 return True
             with contextlib.suppress(TimeoutError):
@@ -128,38 +151,49 @@ class LeaseElector:
         return False
 
     async def hold(self, stop: asyncio.Event) -> None:
-        """Renew every retry period until `stop`; raise LeadershipLost past the renew deadline."""
-        last_renew = self._clock()
+        """Renew every retry period until `stop`; raise LeadershipLost once the renew deadline passes.
+
+        Each attempt may take only what is left of the renew deadline since the last successful one.
+        """
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), timeout=self.retry_period)
                 break
             except TimeoutError:
                 pass
-            if await self.try_acquire_or_renew():
-                last_renew = self._clock()
-            elif self._clock() - last_renew > self.renew_deadline:
+            left = self._renewed_at + self.renew_deadline - self._clock()
+            if left > 0 and await self._attempt(left):
+                continue
+            if not self.leading():
                 self.is_leader = False
-                raise LeadershipLost(f"failed to renew lease {self.namespace}/{self.name} within the renew deadline")
+                metrics.leader_election_master_status.labels(self.name).set(0)
+                raise LeadershipLost(
+                    f"failed to renew lease {self.namespace}/{self.name}: timed out waiting for the condition"
+                )
 
     async def release(self) -> None:
         """Give the lease up at once so that a standby can take over without waiting it out."""
-        if not self.is_leader:
+        if not self.leading():
+            self.is_leader = False
             return
         self.is_leader = False
+        metrics.leader_election_master_status.labels(self.name).set(0)
         try:
-            lease = await self.client.request("GET", self.path)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return
-            lease["spec"] = {
-                **lease["spec"],
-                "holderIdentity": None,
-                "leaseDurationSeconds": 1,
-                "renewTime": _micro_time(),
-            }
-            await self.client.request("PUT", self.path, lease)
-        except ApiError as exc:
-            log.warning("releasing lease failed", lease=self.name, error=str(exc))
+            await asyncio.wait_for(self._release(), timeout=self.renew_deadline)
+        except (ApiError, TimeoutError) as exc:
+            log.warning("releasing lease failed", lease=self.name, error=str(exc) or "timed out")
+
+    async def _release(self) -> None:
+        lease = await self.client.request("GET", self.path)
+        if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+            return
+        lease["spec"] = {
+            **lease["spec"],
+            "holderIdentity": None,
+            "leaseDurationSeconds": 1,
+            "renewTime": _micro_time(),
+        }
+        await self.client.request("PUT", self.path, lease, fenced=False)
 
 
 async def run_as_leader(elector: LeaseElector, stop: asyncio.Event, lead: Callable[[], Awaitable[None]]) -> None:

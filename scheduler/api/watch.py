@@ -4,13 +4,20 @@ kopf stays in charge of the low-volume kinds; pods grow with the scheduling rate
 the cluster (heartbeats), and kopf's per-event machinery (a worker task per object, diff-base
 deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a fifth to a third
 of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
-reflector: list, then watch from the list's resourceVersion with bookmarks; on "410 Gone" or a
-broken stream, list again and report objects that vanished meanwhile as DELETED.
+reflector: list, then watch from the list's resourceVersion with bookmarks; a watch that breaks
+(connection refused or reset, 429) is resumed from the last resourceVersion seen; on "410 Gone"
+or any other error, list again and report objects that vanished meanwhile as DELETED.
+
+A watch never stalls and never dies: every watch request asks the server to end it after
+`timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends
+every minute) arrives for `read_timeout` seconds; any failure, including a failing relist, is
+retried with capped exponential backoff until the task is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,13 +31,27 @@ log = structlog.get_logger("watch")
 
 Handler = Callable[[str, Mapping[str, Any]], None]
 
+# The apiserver's watch cache sends a bookmark to every watcher about once a minute.
+WATCH_READ_TIMEOUT_SECONDS = 90.0
+INITIAL_BACKOFF_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 5.0
+
 
 class Reflector:
-    def __init__(self, client: HttpApiClient, path: str, handler: Handler, timeout_seconds: int = 300) -> None:
+    def __init__(
+        self,
+        client: HttpApiClient,
+        path: str,
+        handler: Handler,
+        timeout_seconds: int = 300,
+        read_timeout: float = WATCH_READ_TIMEOUT_SECONDS,
+    ) -> None:
         self.client = client
         self.path = path  # collection path, may carry a query (e.g. a field selector)
         self.handler = handler
         self.timeout_seconds = timeout_seconds
+        self.read_timeout = read_timeout
+        self.relists = 0
         self.resource_version = ""
         self._known: dict[str, Mapping[str, Any]] = {}  # uid -> last object seen
 
@@ -40,6 +61,7 @@ class Reflector:
     async def list(self) -> None:
         """(Re)list: ADDED for every object, DELETED for known objects no longer there."""
         body = await self.client.request("GET", self.path)
+        self.relists += 1
         seen: dict[str, Mapping[str, Any]] = {}
         for item in body.get("items") or ():
             uid = (item.get("metadata") or {}).get("uid", "")
@@ -77,32 +99,36 @@ class Reflector:
         if self.resource_version:
             query += f"&resourceVersion={self.resource_version}"
         buffer = b""
-        async for chunk in self.client.stream("GET", f"{self.path}{self._sep()}{query}"):
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if line.strip() and not self._dispatch(json.loads(line)):
-                    return False
+        # aclosing: leaving the loop early (a relist) must close the response now, not at garbage collection.
+        async with contextlib.aclosing(
+            self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout)
+        ) as chunks:
+            async for chunk in chunks:
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip() and not self._dispatch(json.loads(line)):
+                        return False
         return True
 
     async def run(self, listed: bool = False) -> None:
         """Watch forever (until cancelled); `listed` when list() already ran."""
-        if not listed:
-            await self.list()
-        backoff = 0.2
+        must_list = not listed
+        backoff = INITIAL_BACKOFF_SECONDS
         while True:
             try:
-                if not await self.watch_once():
+                if must_list:
                     await self.list()
-                backoff = 0.2
+                    must_list = False
+                must_list = not await self.watch_once()
+                backoff = INITIAL_BACKOFF_SECONDS
             except (ApiError, ValueError) as exc:
                 if isinstance(exc, ApiError) and exc.status == 410:
-                    await self.list()
+                    must_list = True
+                    log.info("watch expired; relisting", path=self.path)
                     continue
+                resumable = isinstance(exc, ApiError) and exc.status in (0, 429) and self.resource_version
+                must_list = must_list or not resumable
                 log.warning("watch failed; retrying", path=self.path, error=str(exc), retry_in=backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                try:
-                    await self.list()
-                except ApiError as list_error:
-                    log.warning("relist failed", path=self.path, error=str(list_error))
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

@@ -200,12 +200,10 @@ class Cache:
         self._images_changed = True
 
     def sizes(self) -> dict[str, int]:
-        """For the scheduler_cache_size gauge."""
+        """For the scheduler_cache_size gauge, counted as kube's cache does: "pods" includes the
+        assumed ones, "nodes" every node entry (a deleted node whose pods are still cached too)."""
         assumed = sum(1 for s in self._pods.values() if s.assumed)
-        return {"nodes": self.node_count(), "pods": len(self._pods) - assumed, "assumed_pods": assumed}
-
-    def node_count(self) -> int:
-        return sum(1 for info in self._nodes.values() if info.node is not None)
+        return {"nodes": len(self._nodes), "pods": len(self._pods), "assumed_pods": assumed}
 
     def get_node_info(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)

@@ -2,6 +2,11 @@
 
 Status propagation, Skip handling, score normalisation/validation and weights, Unreserve in
 reverse order, Permit waiting, Bind chaining. Knows plugins only through the Protocols.
+
+A plugin that raises never stops the scheduling loop: at points with a Status the exception
+becomes an Error status naming the plugin; at points without one (QueueSort, Unreserve) it is
+logged — once per plugin and pod, not on every retry — and the point goes on. (PostBind's
+exceptions are the binding cycle's to log: it runs after the Binding is final.)
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import structlog
 
 from scheduler import metrics
 from scheduler.framework.interface import (
@@ -90,6 +96,11 @@ POINT_METHODS = {
 }
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+log = structlog.get_logger("framework")
+
+# (extension point, plugin, pod uid) already logged; forgotten wholesale past this size.
+_MAX_REMEMBERED_CRASHES = 10_000
 
 
 class FrameworkError(Exception):
@@ -295,10 +306,14 @@ def _normalize(
 
 def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
     """One plugin's verdict on one node, named; anything but a rejection is an error in kube's words."""
+    timed = state.record_plugin_metrics
+    started = time.perf_counter() if timed else 0.0
     try:
         status = plugin.filter(state, pod, node_info)
     except Exception as exc:
         status = Status.as_error(exc)
+    if timed:
+        metrics.observe_plugin(state, metrics.FILTER, plugin.name, status, started)
     if status is None or status.code == Code.SUCCESS:
         return None
     if status.is_rejection:
@@ -308,8 +323,7 @@ def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_i
 
 
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
-    code = "Success" if status is None else status.code.name.title()
-    metrics.framework_extension_point_duration.labels(point, code, profile).observe(time.perf_counter() - started)
+    metrics.observe_extension_point(point, status, profile, started)
 
 
 class Framework:
@@ -347,16 +361,49 @@ class Framework:
             raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
         self.events = dict(events or {})
+        self._logged_crashes: set[tuple[str, str, str]] = set()
         handle.frameworks[profile_name] = self
+
+    def _plugin_raised(self, point: str, plugin: str, pod: Pod, exc: Exception) -> Status:
+        """Log a plugin's exception once per (point, plugin, pod); the Error status it stands for."""
+        key = (point, plugin, pod.uid)
+        if key not in self._logged_crashes:
+            if len(self._logged_crashes) >= _MAX_REMEMBERED_CRASHES:
+                self._logged_crashes.clear()
+            self._logged_crashes.add(key)
+            log.error(
+                "plugin raised an exception",
+                extension_point=point,
+                plugin=plugin,
+                pod=pod.key,
+                error=f"{type(exc).__name__}: {exc}",
+                exc_info=exc,
+            )
+        return Status.as_error(exc, plugin)
 
     # ---- queue ---------------------------------------------------------------------------
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return self.queue_sort.less(a, b)
+        try:
+            return self.queue_sort.less(a, b)
+        except Exception as exc:
+            # The heap must stay ordered whatever the plugin does: fall back to first come, first served.
+            self._plugin_raised("QueueSort", self.queue_sort.name, a.pod, exc)
+            return a.timestamp < b.timestamp
 
+    @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        sampled = metrics.should_record_plugin_metrics()  # the queue samples per pod, not per cycle
         for plugin in self.pre_enqueue_plugins:
-            status = plugin.pre_enqueue(pod)
+            started = time.perf_counter()
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as exc:
+                return self._plugin_raised("PreEnqueue", plugin.name, pod, exc)
+            if sampled:
+                metrics.recorder.observe_plugin_duration(
+                    metrics.PRE_ENQUEUE, plugin.name, status, time.perf_counter() - started
+                )
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
@@ -377,11 +424,14 @@ class Framework:
         narrowing: set[str] = set()
         status: Status | None = None
         for plugin in self.pre_filter_plugins:
+            plugin_started = time.perf_counter()
             try:
                 plugin_result, plugin_status = plugin.pre_filter(state, pod, nodes)
             except Exception as exc:
                 plugin_status = Status.as_error(exc)
                 plugin_result = None
+            metrics.observe_plugin(state, metrics.PRE_FILTER, plugin.name, plugin_status, plugin_started)
+            metrics.plugin_evaluation.add_unless_skip(plugin.name, metrics.PRE_FILTER, self.profile_name, plugin_status)
             if plugin_status is not None and plugin_status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
@@ -419,7 +469,12 @@ class Framework:
             ext = plugin.pre_filter_extensions()
             if ext is None:
                 continue
-            status = ext.add_pod(state, pod, pod_to_add, node_info)
+            plugin_started = time.perf_counter()
+            try:
+                status = ext.add_pod(state, pod, pod_to_add, node_info)
+            except Exception as exc:
+                return self._plugin_raised("PreFilterExtensionAddPod", plugin.name, pod, exc)
+            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_ADD_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
@@ -433,7 +488,12 @@ class Framework:
             ext = plugin.pre_filter_extensions()
             if ext is None:
                 continue
-            status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            plugin_started = time.perf_counter()
+            try:
+                status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+            except Exception as exc:
+                return self._plugin_raised("PreFilterExtensionRemovePod", plugin.name, pod, exc)
+            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_REMOVE_POD, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
@@ -487,12 +547,14 @@ class Framework:
         final: Status | None = Status.unschedulable()
         result: str | None = None
         for plugin in self.post_filter_plugins:
+            plugin_started = time.perf_counter()
             try:
                 nominated, status = plugin.post_filter(state, pod, node_to_status)
             except Exception as exc:
                 final = Status.as_error(exc, plugin.name)
                 result = None
                 break
+            metrics.observe_plugin(state, metrics.POST_FILTER, plugin.name, status, plugin_started)
             if status is None or status.code == Code.SUCCESS:
                 _timed("PostFilter", self.profile_name, started, None)
                 return nominated, status
@@ -518,11 +580,14 @@ class Framework:
         started = time.perf_counter()
         result: Status | None = None
         for plugin in self.pre_score_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = plugin.pre_score(state, pod, nodes)
             except Exception as exc:
                 result = Status.as_error(exc, plugin.name)
                 break
+            metrics.observe_plugin(state, metrics.PRE_SCORE, plugin.name, status, plugin_started)
+            metrics.plugin_evaluation.add_unless_skip(plugin.name, metrics.PRE_SCORE, self.profile_name, status)
             if status is not None and status.code == Code.SKIP:
                 state.skip_score_plugins.add(plugin.name)
                 continue
@@ -567,6 +632,8 @@ class Framework:
         for plugin in self.score_plugins:
             if plugin.name in skip:
                 continue
+            metrics.plugin_evaluation.add(plugin.name, metrics.SCORE, self.profile_name, len(nodes))
+            plugin_started = time.perf_counter()
             try:
                 scores = None
                 batch = getattr(plugin, "score_batch", None) if table is not None and rows is not None else None
@@ -581,9 +648,12 @@ class Framework:
                             return totals, {}, Status.as_error(error, plugin.name)
                         values.append(value)
                     scores = np.array(values, np.int64)
+                metrics.observe_plugin(state, metrics.SCORE, plugin.name, None, plugin_started)
                 ext = plugin.score_extensions()
                 if ext is not None:
+                    plugin_started = time.perf_counter()
                     scores, status = _normalize(ext, state, pod, nodes, scores)
+                    metrics.observe_plugin(state, metrics.NORMALIZE_SCORE, plugin.name, status, plugin_started)
                     if status is not None:
                         error = FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}")
                         return totals, {}, Status.as_error(error, plugin.name)
@@ -602,6 +672,20 @@ class Framework:
         _timed("Score", self.profile_name, started, None)
         return totals, per_plugin, None
 
+    def record_filter_evaluations(self, state: CycleState, feasible: int, rejected: Mapping[str, Status]) -> None:
+        """scheduler_plugin_evaluation_total for one cycle's Filter, counted as kube's per-node loop
+        calls plugins (each node up to the plugin that rejected it) whichever form ran; once per
+        cycle, as a counter per plugin call would cost more than the call."""
+        stops: dict[str, int] = {}
+        for status in rejected.values():
+            stops[status.plugin] = stops.get(status.plugin, 0) + 1
+        evaluated = feasible
+        for plugin in reversed(self.filter_plugins):
+            if plugin.name not in state.skip_filter_plugins:
+                evaluated += stops.get(plugin.name, 0)
+                if evaluated:
+                    metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name, evaluated)
+
     def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[BoolArray, list[FilterPlugin]]:
         """AND of the batch-capable Filter plugins' masks, and the plugins left to run per node (in order)."""
         mask: BoolArray = np.ones(table.size, np.bool_)
@@ -611,10 +695,12 @@ class Framework:
             if skip and plugin.name in skip:
                 continue
             batch = getattr(plugin, "filter_batch", None)
+            started = time.perf_counter()
             result = batch(state, pod, table) if batch is not None else None
             if result is None:
                 per_node.append(plugin)
             else:
+                metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
                 mask &= result
         return mask, per_node
 
@@ -630,28 +716,40 @@ class Framework:
 
     # ---- reserve / permit ----------------------------------------------------------------
 
+    @metrics.timed_extension_point(metrics.RESERVE)
     def run_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.reserve_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = plugin.reserve(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.RESERVE, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
 
+    @metrics.timed_extension_point(metrics.UNRESERVE)
     def run_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in reversed(self.reserve_plugins):
-            plugin.unreserve(state, pod, node_name)
+            plugin_started = time.perf_counter()
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception as exc:
+                self._plugin_raised("Unreserve", plugin.name, pod, exc)
+            metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
+    @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
         pending: dict[str, float] = {}
         for plugin in self.permit_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status, timeout = plugin.permit(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.PERMIT, plugin.name, status, plugin_started)
             if status is None or status.code == Code.SUCCESS:
                 continue
             if status.code == Code.WAIT:
@@ -683,19 +781,24 @@ class Framework:
         waiting = self.handle.waiting_pods.get(pod.uid)
         if waiting is None:
             return None
+        started = time.perf_counter()
         try:
-            return await waiting.future
+            return metrics.observed_permit_wait(await waiting.future, started)
         finally:
             self.handle.waiting_pods.pop(pod.uid, None)
 
     # ---- binding -------------------------------------------------------------------------
 
+    @metrics.timed_async_extension_point(metrics.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.pre_bind_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = await plugin.pre_bind(state, pod, node_name)
             except Exception as exc:
                 status = Status.as_error(exc, plugin.name)
+            else:
+                metrics.observe_plugin(state, metrics.PRE_BIND, plugin.name, status, plugin_started)
             if status is None or status.code in (Code.SUCCESS, Code.SKIP):
                 continue
             if status.is_rejection:
@@ -705,12 +808,15 @@ class Framework:
             return Status.as_error(error, plugin.name)
         return None
 
+    @metrics.timed_async_extension_point(metrics.BIND)
     async def run_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         for plugin in self.bind_plugins:
+            plugin_started = time.perf_counter()
             try:
                 status = await plugin.bind(state, pod, node_name)
             except Exception as exc:
                 return Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.BIND, plugin.name, status, plugin_started)
             if status is not None and status.code == Code.SKIP:
                 continue
             if status is not None and status.code != Code.SUCCESS:
@@ -718,9 +824,12 @@ class Framework:
             return None
         return Status(Code.SKIP, ("all bind plugins skipped the pod",))
 
+    @metrics.timed_extension_point(metrics.POST_BIND)
     def run_post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in self.post_bind_plugins:
+            plugin_started = time.perf_counter()
             plugin.post_bind(state, pod, node_name)
+            metrics.observe_plugin(state, metrics.POST_BIND, plugin.name, None, plugin_started)
 
     def plugin_names(self) -> dict[str, list[str]]:
         """For logs and `explain`: enabled plugins per extension point."""

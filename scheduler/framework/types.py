@@ -89,12 +89,14 @@ class StateKey(Generic[T]):
 class CycleState:
     """Per scheduling cycle scratch space shared by the plugins of one pod's cycle."""
 
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+    __slots__ = ("_data", "record_plugin_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter_plugins: set[str] = set()
         self.skip_score_plugins: set[str] = set()
+        # One cycle in ten records scheduler_plugin_execution_duration_seconds (as upstream).
+        self.record_plugin_metrics = False
 
     def write(self, key: StateKey[T], value: T) -> None:
         self._data[key.name] = value
@@ -118,6 +120,7 @@ class CycleState:
         copy._data = {k: v.clone() for k, v in self._data.items()}
         copy.skip_filter_plugins = set(self.skip_filter_plugins)
         copy.skip_score_plugins = set(self.skip_score_plugins)
+        copy.record_plugin_metrics = self.record_plugin_metrics
         return copy
 
 
@@ -423,3 +426,5 @@ class QueuedPodInfo:
     gating_plugin: str = ""
     # Backing off after an error (not a rejection): such a pod waits its backoff out in full.
     error_backoff: bool = False
+    # Moved out of the unschedulable pool by the leftover flush (scheduler_pod_scheduled_after_flush_total).
+    was_flushed_from_unschedulable: bool = False

@@ -40,6 +40,7 @@ from scheduler.framework.types import (
     EventResource,
     QueuedPodInfo,
     QueueingHint,
+    QueueingHintFn,
     Status,
 )
 from scheduler.model.objects import Pod
@@ -50,6 +51,20 @@ UNSCHEDULABLE_Q = "unschedulable"
 GATED_Q = "gated"
 
 WILDCARD_EVENT = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
+
+
+def _run_hint(hint: QueueingHintFn, plugin: str, event: ClusterEvent, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    """A plugin's queueing hint, timed into scheduler_queueing_hint_execution_duration_seconds."""
+    started = time.perf_counter()
+    try:
+        hint_result = hint(pod, old, new)
+    except Exception:
+        metrics.recorder.observe_queueing_hint_duration(plugin, event.label, "Error", time.perf_counter() - started)
+        raise
+    metrics.recorder.observe_queueing_hint_duration(
+        plugin, event.label, hint_result.value, time.perf_counter() - started
+    )
+    return hint_result
 
 
 class Strategy(enum.IntEnum):
@@ -351,6 +366,7 @@ class PriorityQueue:
         uid = info.pod.uid
         start = self._in_flight.pop(uid, None)
         info.timestamp = self._clock.now()
+        info.was_flushed_from_unschedulable = False
         # kube: a pod no plugin rejected (an error, or no nodes at all) waits in the error backoffQ.
         info.error_backoff = error or not (info.unschedulable_plugins or info.pending_plugins)
         if self.get(uid) is not None:
@@ -391,7 +407,11 @@ class PriorityQueue:
                 if not registered.event.matches(event):
                     continue
                 try:
-                    hint = QueueingHint.QUEUE if registered.hint is None else registered.hint(info.pod, old, new)
+                    hint = (
+                        QueueingHint.QUEUE
+                        if registered.hint is None
+                        else _run_hint(registered.hint, plugin, event, info.pod, old, new)
+                    )
                 except Exception:
                     hint = QueueingHint.QUEUE  # an erroring hint must not strand the pod
                 if hint is not QueueingHint.QUEUE:
@@ -469,6 +489,7 @@ class PriorityQueue:
         ]
         for info in stale:
             del self._unschedulable[info.pod.uid]
+            info.was_flushed_from_unschedulable = True
             self._requeue(info, UNSCHEDULABLE_TIMEOUT.label)
         if stale:
             self._update_gauges()
@@ -546,3 +567,28 @@ class PriorityQueue:
                 item.removed = True
                 self._push_active(item.info, FORCE_ACTIVATE.label)
         self._update_gauges()
+
+    # ---- what the metrics read at scrape time --------------------------------------------
+
+    def unschedulable_pods_by_plugin(self) -> dict[tuple[str, ...], float]:
+        """scheduler_unschedulable_pods: queued pods (in any sub-queue, gated ones included; not the
+        ones being scheduled) per plugin that rejected, left pending or gated them, and profile."""
+        counts: dict[tuple[str, ...], float] = {}
+        queued = [
+            *self._unschedulable.values(),
+            *(item.info for item in self._backoff_items.values()),
+            *(item.info for item in self._active_items.values()),
+        ]
+        for info in queued:
+            for plugin in info.unschedulable_plugins | info.pending_plugins:
+                key = (plugin, info.pod.scheduler_name)
+                counts[key] = counts.get(key, 0.0) + 1
+        return counts
+
+    def in_flight_events(self) -> dict[tuple[str, ...], float]:
+        """scheduler_inflight_events: pods being scheduled ("PodPopped") and the events kept for them."""
+        counts: dict[tuple[str, ...], float] = {(metrics.POD_POPPED_IN_FLIGHT_EVENT,): float(len(self._in_flight))}
+        for event, _, _ in list(self._event_log):
+            key = (event.label,)
+            counts[key] = counts.get(key, 0.0) + 1
+        return counts

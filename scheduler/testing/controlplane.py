@@ -50,6 +50,10 @@ KWOK_POD_CIDR = "10.244.0.1/16"
 ADMIN_USER = "admin"
 DEFAULT_STOP_GRACE = 5.0
 _START_ATTEMPTS = 3
+# Components that can be stopped and started again under a running cluster (fault tests; `serve`
+# restarts them when they die).
+RESTARTABLE = ("etcd", "kube-apiserver", "kwok")
+_SUPERVISOR_RESTARTS = 5
 # kube-scheduler / kube-controller-manager serving flags: no authentication/authorization
 # kubeconfigs (they would look for the kube-system/extension-apiserver-authentication ConfigMap, which
 # this apiserver, configured without client CAs, never writes, and log an error for it every few
@@ -179,6 +183,7 @@ class ManagedProcess:
         self.argv = list(argv)
         self.log_path = log_path
         self.port = port
+        self.env = dict(env) if env is not None else None
         with log_path.open("ab") as log:
             self._popen = subprocess.Popen(
                 [*_death_signal_prefix(), *self.argv],
@@ -294,6 +299,7 @@ class ControlPlane:
         apiserver_args: Sequence[str] = (),
         apiserver_verbosity: int = 1,
         apiserver_version: str | None = None,
+        audit_policy: Mapping[str, Any] | None = None,
         ready_timeout: float = 60.0,
     ) -> None:
         """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
@@ -305,9 +311,11 @@ class ControlPlane:
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
         self._apiserver_verbosity = apiserver_verbosity
+        self._audit_policy = audit_policy
         self.ready_timeout = ready_timeout
         self._lock = threading.RLock()
         self._processes: list[ManagedProcess] = []
+        self._stopped: dict[str, ManagedProcess] = {}  # components stopped by stop_component, to restart
         self._workdir: Path | None = None
         self._token = ""
         self._apiserver_port = 0
@@ -338,6 +346,11 @@ class ControlPlane:
     def ca_file(self) -> Path:
         """The apiserver's self-signed serving certificate followed by the CA that signed it."""
         return self._need_started() / "pki" / "serving" / "apiserver.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log (JSON lines), written when the plane has an audit_policy."""
+        return self.log_dir / "audit.log"
 
     @property
     def server(self) -> str:
@@ -451,6 +464,15 @@ class ControlPlane:
         tokens = pki / "tokens.csv"
         tokens.write_text(f'{self._token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         tokens.chmod(0o600)
+        audit_args: list[str] = []
+        if self._audit_policy is not None:
+            policy = workdir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(dict(self._audit_policy), sort_keys=False))
+            audit_args = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
 
         apiserver = self._spawn(
             "kube-apiserver",
@@ -476,6 +498,7 @@ class ControlPlane:
                 # (a loopback address) every 10 s; nothing in-cluster needs it.
                 "--endpoint-reconciler-type=none",
                 f"--v={self._apiserver_verbosity}",
+                *audit_args,
                 *self._apiserver_args,
             ],
             port=self._apiserver_port,
@@ -772,6 +795,49 @@ class ControlPlane:
         self._wait_component_healthz(proc, timeout)
         return proc
 
+    # -------------------------------------------------------------- restartable components
+
+    def stop_component(self, name: str, *, kill: bool = False, grace: float = DEFAULT_STOP_GRACE) -> None:
+        """Stop one of etcd, kube-apiserver, kwok (SIGTERM, or SIGKILL with `kill`), leaving the rest
+        running; start_component brings it back on the same port with the same data."""
+        if name not in RESTARTABLE:
+            raise ControlPlaneError(f"{name} is not restartable (only {', '.join(RESTARTABLE)})")
+        with self._lock:
+            proc = self.process(name)
+            self._processes.remove(proc)
+            self._stopped[name] = proc
+        if kill:
+            proc.signal(signal.SIGKILL)
+            proc.wait(30.0)
+        else:
+            proc.stop(grace)
+        if name == "kube-apiserver":
+            self._ssl_context = None
+
+    def start_component(self, name: str, timeout: float | None = None) -> ManagedProcess:
+        """Start a component stopped by stop_component (same command, port and data dir) and wait
+        until it serves: etcd healthy, the apiserver ready, kwok's /healthz OK."""
+        with self._lock:
+            old = self._stopped.pop(name, None)
+        if old is None:
+            raise ControlPlaneError(f"{name} was not stopped with stop_component")
+        proc = self._spawn(name, old.argv, port=old.port, env=old.env)
+        deadline = time.monotonic() + (timeout if timeout is not None else self.ready_timeout)
+        if name == "etcd":
+            self._wait_http_ok(proc, f"http://{LOOPBACK}:{proc.port}/health", deadline, context=None)
+        elif name == "kube-apiserver":
+            self._wait_apiserver_ready([proc], deadline)
+        else:
+            self._wait_http_ok(proc, f"http://{LOOPBACK}:{proc.port}/healthz", deadline, context=None)
+        return proc
+
+    def restart_component(self, name: str, *, kill: bool = False, down_for: float = 0.0) -> ManagedProcess:
+        """stop_component, stay down `down_for` seconds, start_component."""
+        self.stop_component(name, kill=kill)
+        if down_for > 0:
+            time.sleep(down_for)
+        return self.start_component(name)
+
     def stop_process(self, proc: ManagedProcess, grace: float = DEFAULT_STOP_GRACE) -> None:
         """Stop one of the extra processes before the rest of the control plane."""
         with self._lock:
@@ -827,12 +893,26 @@ def _cmd_serve(directory: Path) -> int:
                 f"server {plane.server}\nstartup_seconds {plane.startup_seconds:.1f}\nlogs {plane.log_dir}\n",
             )
             print(f"control plane up at {plane.server}, logs in {plane.log_dir}", flush=True)
+            restarts = 0
             while True:
                 for proc in plane.processes:
-                    if not proc.alive():
-                        print(f"{proc.name} died (exit code {proc.returncode}); stopping", flush=True)
-                        print(tail(proc.log_path), flush=True)
+                    if proc.alive():
+                        continue
+                    print(f"{proc.name} died (exit code {proc.returncode})", flush=True)
+                    print(tail(proc.log_path), flush=True)
+                    if proc.name not in RESTARTABLE or restarts >= _SUPERVISOR_RESTARTS:
+                        print("stopping", flush=True)
                         return 1
+                    restarts += 1
+                    plane.stop_component(proc.name)
+                    new = plane.start_component(proc.name)
+                    _write_atomically(
+                        directory / CHILDREN_FILE, "".join(f"{p.pid} {p.name}\n" for p in plane.processes)
+                    )
+                    print(
+                        f"{proc.name} restarted (pid {new.pid}, restart {restarts} of {_SUPERVISOR_RESTARTS})",
+                        flush=True,
+                    )
                 time.sleep(1.0)
     finally:
         _remove_run_files(directory)
@@ -981,6 +1061,7 @@ if __name__ == "__main__":
 
 __all__ = [
     "BINARIES",
+    "RESTARTABLE",
     "ControlPlane",
     "ControlPlaneError",
     "ManagedProcess",

@@ -59,6 +59,7 @@ def running_scheduler_process(
         "127.0.0.1",
         "--metrics-port",
         str(port),
+        "--serve-plain-http",
         "--log-level",
         "info",
     ]

@@ -1,0 +1,506 @@
+"""The fault suite's shared parts: scheduler replicas as processes, a pod stream, the one invariant
+check every fault test ends with, and the results table (tests/faults/RESULTS.md).
+
+Owns: what "nothing lost, nothing undone" means, written once — every pod bound exactly once or
+PodScheduled=False with a FailedScheduling event (core/v1 or events.k8s.io/v1), no node's summed
+requests over its allocatable (all schedulers' pods), no assumed pod left, the queue holding just
+the pods that cannot fit, the metrics matching what happened. Must never: mock anything, sleep
+for a fixed time instead of waiting on a condition, or leave a process behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s_client
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.model.objects import Node, Pod, Resource
+from scheduler.testing.controlplane import ControlPlane, free_ports
+from scheduler.testing.workload import make_node, make_pod, wait_for
+
+RESULTS_JSON = Path(__file__).with_name("RESULTS.json")
+RESULTS_MD = Path(__file__).with_name("RESULTS.md")
+
+# The workload every fault runs under: 490 pods that fit (nodes about 90 % full) and 10 that never do.
+NODE_COUNT = 50
+NODE_CPU = "2"
+NODE_MEMORY = "8Gi"
+FITTING_PODS = 490
+FITTING_CPU = "180m"
+UNFITTING_PODS = 10
+UNFITTING_CPU = "3"
+POD_MEMORY = "128Mi"
+
+
+# ---- scheduler replicas ------------------------------------------------------------------------
+
+
+class Replica:
+    """`python -m scheduler run` as a child process; start, kill, restart, read its log and metrics."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        scheduler_name: str,
+        label: str,
+        *,
+        kubeconfig: Path | None = None,
+        lease: str | None = None,
+        lease_timings: tuple[float, float, float] = (6.0, 4.0, 1.0),
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.plane = plane
+        self.label = label
+        self.log_path = plane.log_dir / f"scheduler-{scheduler_name}-{label}.log"
+        (self.port,) = free_ports(1)
+        args = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={self.port}",
+            f"--scheduler-name={scheduler_name}",
+            "--log-level=info",
+            "--serve-plain-http",  # the suite reads /metrics and /readyz without a token
+        ]
+        if lease is None:
+            args.append("--no-leader-elect")
+        else:
+            duration, deadline, retry = lease_timings
+            args += [
+                "--leader-elect-resource-namespace=kube-system",
+                f"--leader-elect-resource-name={lease}",
+                f"--leader-elect-lease-duration={duration}",
+                f"--leader-elect-renew-deadline={deadline}",
+                f"--leader-elect-retry-period={retry}",
+            ]
+        self.args = [*args, *extra_args]
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.exited_at: float | None = None
+
+    def start(self, wait_ready: bool = True) -> Replica:
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.exited_at = None
+        if wait_ready:
+            wait_for(self._ready, timeout=60, what=f"scheduler {self.label} /readyz")
+        return self
+
+    def _ready(self) -> bool:
+        if self.returncode is not None:
+            raise AssertionError(f"scheduler {self.label} exited with {self.returncode}:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    @property
+    def returncode(self) -> int | None:
+        if self._proc is None:
+            return None
+        code = self._proc.poll()
+        if code is not None and self.exited_at is None:
+            self.exited_at = time.time()
+        return code
+
+    def alive(self) -> bool:
+        return self._proc is not None and self.returncode is None
+
+    def kill(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+        self._proc.wait(timeout=30)
+        self.returncode  # noqa: B018 - records exited_at
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code, or None when it is still running after `timeout` seconds."""
+        assert self._proc is not None
+        try:
+            code = self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.returncode  # noqa: B018 - records exited_at
+        return code
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after 20 s; the exit code (None if it never ran)."""
+        if self._proc is None:
+            return None
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+                raise AssertionError(f"scheduler {self.label} did not stop on SIGTERM:\n{self.log_tail()}") from None
+        return self._proc.returncode
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples `name` with these labels (the replica must be alive)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        total = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+
+@contextlib.contextmanager
+def replicas(*started: Replica) -> Iterator[None]:
+    """Stop every replica at the end, whatever happened."""
+    try:
+        yield
+    finally:
+        for replica in started:
+            with contextlib.suppress(AssertionError):
+                replica.stop()
+
+
+# ---- the cluster and the workload --------------------------------------------------------------
+
+
+def make_nodes(core: Any, prefix: str, count: int = NODE_COUNT) -> list[str]:
+    names = [f"{prefix}-n{i:02d}" for i in range(count)]
+    for name in names:
+        make_node(core, name, cpu=NODE_CPU, memory=NODE_MEMORY)
+    return names
+
+
+def delete_nodes(core: Any, names: Sequence[str]) -> None:
+    for name in names:
+        with contextlib.suppress(k8s_client.ApiException):
+            core.delete_node(name)
+
+
+class PodStream(threading.Thread):
+    """Creates the workload's pods at `rate` per second from its own client; a failed create (the
+    apiserver restarting) is retried until it lands, so every pod of the stream exists in the end."""
+
+    def __init__(self, plane: ControlPlane, namespace: str, scheduler_name: str, rate: float = 60.0) -> None:
+        super().__init__(name="pod-stream", daemon=True)
+        self.plane, self.namespace, self.scheduler_name, self.rate = plane, namespace, scheduler_name, rate
+        self.specs = [(f"fit-{i:03d}", FITTING_CPU) for i in range(FITTING_PODS)]
+        # The pods that never fit go in early, so that they wait through the fault.
+        for j in range(UNFITTING_PODS):
+            self.specs.insert(j * 40, (f"big-{j:02d}", UNFITTING_CPU))
+        self.created = 0
+        self.create_errors = 0
+        self.finished_at: float | None = None
+        self._halt = threading.Event()
+
+    @property
+    def total(self) -> int:
+        return len(self.specs)
+
+    def run(self) -> None:
+        from tests.conftest import api_client
+
+        api = api_client(self.plane)
+        core = k8s_client.CoreV1Api(api)
+        try:
+            began = time.monotonic()
+            for index, (name, cpu) in enumerate(self.specs):
+                pause = began + index / self.rate - time.monotonic()
+                if pause > 0 and self._halt.wait(pause):
+                    return
+                body = make_pod(name, self.scheduler_name, cpu=cpu, memory=POD_MEMORY)
+                while not self._halt.is_set():
+                    try:
+                        core.create_namespaced_pod(self.namespace, body, _request_timeout=10)
+                        break
+                    except k8s_client.ApiException as exc:
+                        if exc.status == 409:
+                            break  # created by the attempt whose answer was lost
+                        self.create_errors += 1
+                    except Exception:  # the apiserver is down: connection refused / reset
+                        self.create_errors += 1
+                    self._halt.wait(0.2)
+                self.created += 1
+            self.finished_at = time.time()
+        finally:
+            api.close()
+
+    def wait_created(self, count: int, timeout: float = 120) -> None:
+        wait_for(lambda: self.created >= count, timeout=timeout, what=f"{count} pods created")
+
+    def finish(self, timeout: float = 180) -> None:
+        self.join(timeout)
+        if self.is_alive():
+            self._halt.set()
+            raise AssertionError(f"pod stream did not finish within {timeout}s ({self.created}/{self.total})")
+
+
+# ---- the invariant check, written once ---------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    fault: str
+    pods: int
+    nodes: int
+    bound: int = 0
+    unschedulable: int = 0
+    lost: int = 0
+    overcommitted: int = 0
+    double_bound: int = 0
+    recover_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def _get(plane: ControlPlane, path: str) -> Any:
+    status, body = plane.http_request("GET", path, timeout=30)
+    if status != 200:
+        raise AssertionError(f"GET {path}: HTTP {status}: {body[:300]!r}")
+    return json.loads(body)
+
+
+def _events_by_pod(plane: ControlPlane, namespace: str) -> dict[str, dict[str, int]]:
+    """pod name -> reason -> how many times. The events.k8s.io/v1 view shows every Event, whichever
+    API wrote it: core/v1 counts arrive as deprecatedCount, events.k8s.io/v1 repeats as series."""
+    counts: dict[str, dict[str, int]] = {}
+    for item in _get(plane, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]:
+        name = (item.get("regarding") or {}).get("name", "")
+        reasons = counts.setdefault(name, {})
+        times = max(1, int(item.get("deprecatedCount") or 0), int((item.get("series") or {}).get("count") or 0))
+        reasons[item.get("reason", "")] = reasons.get(item.get("reason", ""), 0) + times
+    return counts
+
+
+def _bind_times(pods: Sequence[Any]) -> list[float]:
+    """When the apiserver bound each bound pod (its PodScheduled=True transition, 1 s resolution)."""
+    times = []
+    for raw in pods:
+        for condition in (raw.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+                stamp = condition.get("lastTransitionTime")
+                if stamp:
+                    times.append(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    return sorted(times)
+
+
+def recovery_seconds(plane: ControlPlane, namespace: str, fault_over_at: float, since: float | None = None) -> float:
+    """Seconds from `since` (default: the end of the fault) to the first bind at or after the end of the
+    fault (0 when binding never stopped)."""
+    times = _bind_times(_get(plane, f"/api/v1/namespaces/{namespace}/pods")["items"])
+    after = [t for t in times if t >= int(fault_over_at)]
+    if not after:
+        return 0.0
+    return max(0.0, after[0] - (fault_over_at if since is None else since))
+
+
+def _fits_somewhere(pod: Pod, nodes: Sequence[Node], used: dict[str, Resource], counts: dict[str, int]) -> str:
+    """A node where `pod` would fit by resources, schedulability and NoSchedule taints ("" if none)."""
+    for node in nodes:
+        if node.unschedulable or any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints):
+            continue
+        free = node.allocatable.copy()
+        free.sub(used.get(node.name, Resource()))
+        if (
+            pod.requests.milli_cpu <= free.milli_cpu
+            and pod.requests.memory <= free.memory
+            and counts.get(node.name, 0) < node.allocatable.allowed_pods
+        ):
+            return node.name
+    return ""
+
+
+def _settled(replica: Replica, unbound: int) -> bool:
+    pending = replica.metric("scheduler_pending_pods")
+    assumed = replica.metric("scheduler_cache_size", type="assumed_pods")
+    return pending == unbound and assumed == 0
+
+
+def check_invariants(
+    plane: ControlPlane,
+    namespace: str,
+    scheduler_name: str,
+    fault: str,
+    expected_pods: int,
+    live: Replica | None,
+    *,
+    fault_over_at: float,
+    fault_began_at: float | None = None,
+    bound_by_others: int | None = None,
+    timeout: float = 120,
+) -> Outcome:
+    """Wait until every pod is decided, then check every invariant; record and return the outcome.
+
+    `live` is the replica still running (its queue, cache and metrics are checked);
+    With `bound_by_others` (pods bound by another replica or by the test itself), the live replica's
+    scheduled-attempts metric must equal the rest of the bound pods. Recovery is measured from
+    `fault_began_at` when given (a takeover: the whole gap), else from `fault_over_at`.
+    """
+
+    def decided() -> list[Any] | None:
+        items = _get(plane, f"/api/v1/namespaces/{namespace}/pods")["items"]
+        if len(items) < expected_pods:
+            return None
+        unbound = []
+        for raw in items:
+            if (raw.get("spec") or {}).get("nodeName"):
+                continue
+            conditions = (raw.get("status") or {}).get("conditions") or ()
+            if not any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
+                return None
+            unbound.append(raw["metadata"]["name"])
+        # Events are written after the condition, asynchronously: give them their moment too.
+        events = _events_by_pod(plane, namespace) if unbound else {}
+        if any(events.get(name, {}).get("FailedScheduling", 0) == 0 for name in unbound):
+            return None
+        return list(items)
+
+    try:
+        items = wait_for(decided, timeout=timeout, what="every pod bound or reported unschedulable", interval=1.0)
+    except AssertionError:
+        items = _get(plane, f"/api/v1/namespaces/{namespace}/pods")["items"]
+    outcome = Outcome(fault=fault, pods=len(items), nodes=0)
+    problems = outcome.problems
+    if len(items) != expected_pods:
+        problems.append(f"{len(items)} pods exist, {expected_pods} expected")
+
+    all_pods = [Pod.from_raw(raw) for raw in _get(plane, "/api/v1/pods")["items"]]
+    nodes = [Node.from_raw(raw) for raw in _get(plane, "/api/v1/nodes")["items"]]
+    outcome.nodes = len(nodes)
+    used: dict[str, Resource] = {}
+    counts: dict[str, int] = {}
+    for pod in all_pods:
+        if pod.node_name and not pod.terminal:
+            used.setdefault(pod.node_name, Resource()).add(pod.requests)
+            counts[pod.node_name] = counts.get(pod.node_name, 0) + 1
+    for node in nodes:
+        request = used.get(node.name, Resource())
+        if (
+            request.milli_cpu > node.allocatable.milli_cpu
+            or request.memory > node.allocatable.memory
+            or counts.get(node.name, 0) > node.allocatable.allowed_pods
+        ):
+            outcome.overcommitted += 1
+            problems.append(f"node {node.name} over-committed: {request} on {node.allocatable}")
+
+    events = _events_by_pod(plane, namespace)
+    unbound: list[Pod] = []
+    for raw in items:
+        pod = Pod.from_raw(raw)
+        reasons = events.get(pod.name, {})
+        if pod.node_name:
+            outcome.bound += 1
+            if reasons.get("Scheduled", 0) > 1:
+                outcome.double_bound += 1
+                problems.append(f"pod {pod.key} has {reasons['Scheduled']} Scheduled events")
+            continue
+        conditions = (raw.get("status") or {}).get("conditions") or ()
+        reported = any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions)
+        if not reported or reasons.get("FailedScheduling", 0) == 0:
+            outcome.lost += 1
+            problems.append(f"pod {pod.key} neither bound nor reported (condition {reported}, events {reasons})")
+            continue
+        outcome.unschedulable += 1
+        unbound.append(pod)
+        fits_on = _fits_somewhere(pod, nodes, used, counts)
+        if fits_on:
+            problems.append(f"pod {pod.key} is left pending but fits on {fits_on}")
+
+    if live is not None:
+        try:
+            wait_for(lambda: _settled(live, len(unbound)), timeout=30, what="queue and cache settled")
+        except AssertionError:
+            problems.append(
+                f"replica {live.label}: pending_pods {live.metric('scheduler_pending_pods')} (expected "
+                f"{len(unbound)}), assumed {live.metric('scheduler_cache_size', type='assumed_pods')} (expected 0)"
+            )
+        if bound_by_others is not None:
+            scheduled = live.metric("scheduler_schedule_attempts_total", result="scheduled", profile=scheduler_name)
+            if int(scheduled) != outcome.bound - bound_by_others:
+                problems.append(
+                    f"replica {live.label}: scheduled-attempts metric {scheduled:g}, but it bound "
+                    f"{outcome.bound - bound_by_others} pods"
+                )
+    outcome.recover_seconds = round(recovery_seconds(plane, namespace, fault_over_at, fault_began_at), 1)
+    record(outcome)
+    return outcome
+
+
+# ---- the results table -------------------------------------------------------------------------
+
+
+def record(outcome: Outcome) -> None:
+    """Add (or replace) this fault's row in RESULTS.json and regenerate RESULTS.md."""
+    rows: dict[str, Any] = {}
+    if RESULTS_JSON.exists():
+        with contextlib.suppress(ValueError):
+            rows = {row["fault"]: row for row in json.loads(RESULTS_JSON.read_text())}
+    row = asdict(outcome)
+    row["problems"] = len(outcome.problems)
+    row["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows[outcome.fault] = row
+    RESULTS_JSON.write_text(json.dumps(sorted(rows.values(), key=lambda r: str(r["fault"])), indent=1) + "\n")
+    render()
+
+
+def render() -> None:
+    """RESULTS.md from RESULTS.json."""
+    ordered = json.loads(RESULTS_JSON.read_text())
+    lines = [
+        "# Fault suite results",
+        "",
+        "Written by `pytest -m cluster tests/faults` (tests/faults/harness.py); every figure is from the",
+        f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
+        f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
+        f"onto {NODE_COUNT} kwok nodes.",
+        "*lost*: neither bound nor PodScheduled=False with a FailedScheduling event;",
+        "*overcommitted*: nodes whose summed requests (every scheduler's pods) exceed allocatable;",
+        "*double-bound*: pods with more than one Scheduled event; *seconds to recover*: from the end of the",
+        "fault (for a takeover or restart: from the fault itself) to the next bind, at the apiserver's 1 s",
+        "resolution of PodScheduled times (`< 1`: binding never stopped or resumed within the second).",
+        "",
+        "| fault | pods | nodes | bound | unschedulable | lost | overcommitted | double-bound "
+        "| seconds to recover | measured |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for r in ordered:
+        recover = f"{r['recover_seconds']:g}" if r["recover_seconds"] >= 1 else "< 1"
+        lines.append(
+            f"| {r['fault']} | {r['pods']} | {r['nodes']} | {r['bound']} | {r['unschedulable']} | {r['lost']} | "
+            f"{r['overcommitted']} | {r['double_bound']} | {recover} | {r['measured']} |"
+        )
+    RESULTS_MD.write_text("\n".join(lines) + "\n")
+
+
+def assert_clean(outcome: Outcome) -> None:
+    print(
+        f"\nfault={outcome.fault} pods={outcome.pods} bound={outcome.bound} unschedulable={outcome.unschedulable} "
+        f"lost={outcome.lost} overcommitted={outcome.overcommitted} double_bound={outcome.double_bound} "
+        f"recover_s={outcome.recover_seconds}"
+    )
+    assert not outcome.problems, "\n".join(outcome.problems[:30])
+
+
+def no_traceback(replica: Replica) -> None:
+    text = replica.log_text()
+    assert "Traceback" not in text and '"exception"' not in text, replica.log_tail(80)
