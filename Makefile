@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test
+.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test agreement
 
 all: test
 
@@ -43,6 +43,13 @@ image-test: $(STAMP) controlplane
 
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
+
+# The full agreement table (the 59 scenario files + 300 generated, seed 137) into
+# tests/agreement/RESULTS.md; `make test` runs the files + the first 100 generated.
+AGREEMENT_ARGS ?= --seed 137 --generated 300
+agreement: $(STAMP) controlplane
+	$(PY) -m scheduler.testing.agreement $(AGREEMENT_ARGS)
+
 
 # Upstream's own scheduler_perf test cases (read from the k8s.io/kubernetes module) against ours,
 # kube-scheduler and a null binder; BENCH_ARGS="--full", "--cases SchedulingBasic/5000Nodes_10000Pods",

@@ -723,6 +723,7 @@ class ControlPlane:
         extra_config: Mapping[str, Any] | None = None,
         *,
         verbosity: int = 2,
+        extra_args: Sequence[str] = (),
         timeout: float = 30.0,
     ) -> ManagedProcess:
         """kube-scheduler with one profile named `scheduler_name`; returns once /healthz is OK.
@@ -753,6 +754,7 @@ class ControlPlane:
                 f"--secure-port={port}",
                 *_COMPONENT_SERVING_ARGS,
                 f"--v={verbosity}",
+                *extra_args,
             ],
             port=port,
         )

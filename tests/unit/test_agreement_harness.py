@@ -1,0 +1,265 @@
+"""The agreement harness's pure parts: the seeded scenario generator, the reading of
+kube-scheduler's score log lines, and the PostFilter cut (no cluster)."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import pytest
+
+from scheduler.model.objects import Pod
+from scheduler.model.quantity import parse_quantity
+from scheduler.testing import generator
+from scheduler.testing.agreement import (
+    BALANCED_ALLOCATION,
+    KubeScores,
+    Outcome,
+    PodComparison,
+    Replay,
+    ScenarioResult,
+    generated_scenarios,
+    known_cause,
+    parse_kube_scores,
+    parse_scenario,
+    plugins_differing,
+    split_post_filter,
+)
+
+SEED = 137
+
+
+def test_a_generated_scenario_depends_only_on_seed_and_index() -> None:
+    assert generator.generate(SEED, 7) == generator.generate(SEED, 7)
+    assert generator.generate_many(SEED, 10)[7] == generator.generate(SEED, 7)
+    assert generator.generate(SEED, 7) != generator.generate(SEED, 8)
+    assert generator.generate(SEED, 7) != generator.generate(SEED + 1, 7)
+    assert generator.generate(SEED, 7)["name"] == "gen-137-7"
+
+
+def test_generated_scenarios_parse_and_stay_in_bounds() -> None:
+    scenarios = generated_scenarios(SEED, 300)
+    assert [s.name for s in scenarios[:2]] == ["gen-137-0", "gen-137-1"]
+    assert all(s.generated for s in scenarios)
+    assert {len(s.nodes) for s in scenarios} == set(range(3, 11))
+    assert all(len(s.steps) == 1 for s in scenarios)
+    for scenario in scenarios:
+        for node in scenario.nodes:
+            # The status travels in the create body (kwok must not initialise it).
+            assert node["status"]["allocatable"] == node["status"]["capacity"]
+
+
+def _features(raw_scenarios: list[dict[str, object]]) -> Counter[str]:
+    seen: Counter[str] = Counter()
+    for raw in raw_scenarios:
+        for node in raw["nodes"]:  # type: ignore[attr-defined]
+            for taint in node.get("taints") or ():
+                seen[f"taint {taint['effect']}"] += 1
+            seen["unschedulable node"] += bool(node.get("unschedulable"))
+            seen["node images"] += bool(node.get("images"))
+        for pod in raw["existingPods"]:  # type: ignore[attr-defined]
+            seen["existing host port"] += "hostPort" in pod
+            affinity = (pod.get("spec") or {}).get("affinity") or {}
+            seen["existing anti-affinity"] += "podAntiAffinity" in affinity
+            seen["existing affinity"] += "podAffinity" in affinity
+        pending = raw["pods"][0]  # type: ignore[index]
+        spec = pending["spec"]
+        affinity = spec.get("affinity") or {}
+        node_affinity = affinity.get("nodeAffinity") or {}
+        seen["nodeSelector"] += "nodeSelector" in spec
+        seen["required node affinity"] += "requiredDuringSchedulingIgnoredDuringExecution" in node_affinity
+        seen["preferred node affinity"] += "preferredDuringSchedulingIgnoredDuringExecution" in node_affinity
+        for kind in ("podAffinity", "podAntiAffinity"):
+            for when in ("required", "preferred"):
+                seen[f"{when} {kind}"] += f"{when}DuringSchedulingIgnoredDuringExecution" in (affinity.get(kind) or {})
+        seen["tolerations"] += "tolerations" in spec
+        for constraint in spec.get("topologySpreadConstraints") or ():
+            seen[f"spread {constraint['whenUnsatisfiable']}"] += 1
+        seen["host port"] += any(c.get("ports") for c in spec["containers"])
+        seen["images"] += any(c["image"] != generator.PAUSE_IMAGE for c in spec["containers"])
+        init = spec.get("initContainers") or ()
+        seen["init container"] += any(c.get("restartPolicy") != "Always" for c in init)
+        seen["sidecar"] += any(c.get("restartPolicy") == "Always" for c in init)
+        seen["pod-level resources"] += "resources" in spec
+        seen["overhead"] += "runtimeClassName" in spec
+    return seen
+
+
+def test_generated_scenarios_reach_every_feature_the_issue_names() -> None:
+    seen = _features(generator.generate_many(SEED, 300))
+    wanted = [
+        "taint NoSchedule",
+        "taint PreferNoSchedule",
+        "taint NoExecute",
+        "unschedulable node",
+        "node images",
+        "existing host port",
+        "existing anti-affinity",
+        "existing affinity",
+        "nodeSelector",
+        "required node affinity",
+        "preferred node affinity",
+        "required podAffinity",
+        "preferred podAffinity",
+        "required podAntiAffinity",
+        "preferred podAntiAffinity",
+        "tolerations",
+        "spread DoNotSchedule",
+        "spread ScheduleAnyway",
+        "host port",
+        "images",
+        "init container",
+        "sidecar",
+        "pod-level resources",
+        "overhead",
+    ]
+    assert [feature for feature in wanted if seen[feature] < 10] == []
+
+
+def test_pod_level_requests_cover_the_containers_aggregate() -> None:
+    """The apiserver rejects pod-level requests below the containers' aggregate."""
+    checked = 0
+    for raw in generator.generate_many(SEED, 300):
+        scenario = parse_scenario(str(raw["name"]), {k: v for k, v in raw.items() if k != "name"})
+        pod = copy.deepcopy(scenario.steps[0].pod)  # type: ignore[union-attr]
+        pod_level = pod["spec"].pop("resources", None)
+        if pod_level is None:
+            continue
+        aggregate = Pod.from_raw(pod).requests
+        requests = pod_level["requests"]
+        if "cpu" in requests:
+            assert parse_quantity(requests["cpu"]) * 1000 >= aggregate.milli_cpu
+        if "memory" in requests:
+            assert parse_quantity(requests["memory"]) >= aggregate.memory
+        checked += 1
+    assert checked >= 30
+
+
+def _plugin(pod: str, node: str, score: int) -> str:
+    return (
+        f'I1201 10:00:00.000001 1 schedule_one.go:984] "Plugin scored node for pod" pod="{pod}" '
+        f'plugin="TaintToleration" node="{node}" score={score}'
+    )
+
+
+def _final(pod: str, node: str, score: int) -> str:
+    line = 'I1201 10:00:00.000002 1 schedule_one.go:1052] "Calculated node\'s final score for pod"'
+    return f'{line} pod="{pod}" node="{node}" score={score}'
+
+
+# Two attempts for default/p (the second one bound it), one for default/other in between.
+LOG = "\n".join(
+    [
+        _plugin("default/p", "n1", 300),
+        _plugin("default/p", "n2", 0),
+        _final("default/p", "n1", 380),
+        _final("default/p", "n2", 90),
+        _final("default/other", "n1", 1),
+        _plugin("default/p", "n1", 0),
+        _plugin("default/p", "n2", 300),
+        _final("default/p", "n1", 100),
+        _final("default/p", "n2", 100),
+        _final("default/p", "n3", 40),
+    ]
+)
+
+
+def test_the_last_scoring_of_the_pod_counts() -> None:
+    scores = parse_kube_scores(LOG, "default/p")
+    assert scores.final == {"n1": 100, "n2": 100, "n3": 40}
+    assert scores.plugins == {"n1": {"TaintToleration": 0}, "n2": {"TaintToleration": 300}}
+    assert scores.top("n2") == ("n1", "n2")
+    assert not scores.hinted
+    assert parse_kube_scores(LOG, "default/other").final == {"n1": 1}
+
+
+def test_a_pod_kube_scheduler_did_not_score_has_its_own_node_as_top_set() -> None:
+    assert parse_kube_scores(LOG, "default/nobody") == KubeScores({}, {}, hinted=False)
+    assert KubeScores({}, {}, hinted=False).top("n4") == ("n4",)
+    hint = (
+        'I1201 10:00:02.000000    1 batch.go:104] "OpportunisticBatch provided node hint" profile="x" '
+        'pod="default/p" cycleCount=7 hint="n3" remainingNodes=1\n'
+    )
+    hinted = parse_kube_scores(LOG + "\n" + hint, "default/p")
+    assert hinted.hinted and hinted.final == {}
+    assert hinted.top("n3") == ("n3",)
+
+
+@pytest.mark.parametrize(
+    ("message", "kept", "post_filter"),
+    [
+        (
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+            "3 No preemption victims found for incoming pod.",
+            "0/3 nodes are available: 3 Insufficient cpu.",
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+        ),
+        (
+            "0/1 nodes are available: 1 node(s) were unschedulable.",
+            "0/1 nodes are available: 1 node(s) were unschedulable.",
+            "",
+        ),
+        (
+            "0/2 nodes are available: 2 Insufficient memory. not found",
+            "0/2 nodes are available: 2 Insufficient memory.",
+            "not found",
+        ),
+    ],
+)
+def test_the_post_filter_part_is_cut(message: str, kept: str, post_filter: str) -> None:
+    assert split_post_filter(message) == (kept, post_filter)
+
+
+def test_plugins_whose_scores_differ_are_named() -> None:
+    kube = KubeScores(
+        {"n1": 380, "n2": 390},
+        {
+            "n1": {"TaintToleration": 300, "NodeResourcesFit": 80, "VolumeBinding": 0},
+            "n2": {"TaintToleration": 300, "NodeResourcesFit": 90},
+        },
+        hinted=False,
+    )
+    ours = Replay(
+        ("n1", "n2"),
+        ("n2",),
+        {"n1": 380, "n2": 392},
+        "",
+        {
+            "n1": {"TaintToleration": 300, "NodeResourcesFit": 80},
+            "n2": {"TaintToleration": 300, "NodeResourcesFit": 92},
+        },
+    )
+    assert plugins_differing(kube, ours) == ("NodeResourcesFit",)
+    same = Replay(("n1", "n2"), ("n2",), dict(kube.final), "", {n: dict(p) for n, p in kube.plugins.items()})
+    assert plugins_differing(kube, same) == ()
+
+
+def _result(*pods: PodComparison, name: str = "s") -> ScenarioResult:
+    scenario = parse_scenario(name, {"nodes": [{"name": "n1"}], "pods": [{"name": "p"}]})
+    return ScenarioResult(scenario, "compared", pods)
+
+
+def _placement(kube: str, ours: str, differing: tuple[str, ...]) -> PodComparison:
+    return PodComparison(
+        "p",
+        Outcome("bound", node=kube),
+        Outcome("bound", node=ours),
+        verdict_agrees=True,
+        message_agrees=True,
+        kube_top=kube == ours,
+        replay_top=True,
+        post_filter="",
+        plugins_differing=differing,
+    )
+
+
+def test_a_placement_only_balanced_allocation_explains_is_a_known_cause() -> None:
+    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION,)))).startswith(
+        "ours: NodeResourcesBalancedAllocation"
+    )
+    assert known_cause(_result(_placement("n1", "n1", (BALANCED_ALLOCATION,)))) == ""  # agrees
+    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION, "ImageLocality")))) == ""
+    assert known_cause(_result(_placement("n1", "n2", ()))) == ""
+    verdict = PodComparison("p", Outcome("unschedulable"), Outcome("bound", node="n1"), False, False, None, None, "")
+    assert known_cause(_result(verdict, _placement("n1", "n2", (BALANCED_ALLOCATION,)))) == ""
+    assert known_cause(_result(verdict, name="gen-137-4")).startswith("ours: NodeResourcesFit ignores pod-level")
