@@ -15,11 +15,14 @@ from plugins import (
     noderesourcesbalancedallocation,
     noderesourcesfit,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
-    volumeclaimguard,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
 )
 from scheduler.framework.registry import Registry
 
@@ -39,8 +42,11 @@ IN_TREE = (
     interpodaffinity,
     nodedeclaredfeatures,
     dynamicresources,
-    volumeclaimguard,
     defaultpreemption,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
+    nodevolumelimits,
 )
 
 

@@ -48,6 +48,15 @@ from scheduler.config import (
 )
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
+)
 from scheduler.informers import Informers
 from scheduler.profile import build_profiles
 from scheduler.queue.scheduling_queue import PriorityQueue, QueueProfile
@@ -87,6 +96,17 @@ WORKLOAD_KINDS = (
     ("", "v1", "replicationcontrollers", "ReplicationController"),
     ("apps", "v1", "replicasets", "ReplicaSet"),
     ("apps", "v1", "statefulsets", "StatefulSet"),
+)
+
+# The volume plugins' listers (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits).
+VOLUME_KINDS = (
+    ("storage.k8s.io", "v1", "storageclasses", STORAGE_CLASS),
+    ("", "v1", "persistentvolumes", PERSISTENT_VOLUME),
+    ("", "v1", "persistentvolumeclaims", PERSISTENT_VOLUME_CLAIM),
+    ("storage.k8s.io", "v1", "csinodes", CSI_NODE),
+    ("storage.k8s.io", "v1", "csidrivers", CSI_DRIVER),
+    ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
+    ("storage.k8s.io", "v1", "volumeattachments", VOLUME_ATTACHMENT),
 )
 
 
@@ -205,6 +225,13 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
 
         kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
 
+    for group, version, plural, kind in VOLUME_KINDS:
+
+        async def volume_event(event: Mapping[str, Any], _kind: str = kind, **_: Any) -> None:
+            informers.on_volume_object(_kind, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(volume_event)
+
     return registry
 
 
@@ -239,6 +266,10 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)
+    for group, version, plural, kind in VOLUME_KINDS:
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
+            informers.on_volume_object(kind, "ADDED", item)
     await nodes.list()
     # Scheduling starts only after this returns, so the order pods arrive in does not matter.
     await pods.list()

@@ -58,7 +58,6 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
     ("NodeResourcesFit", 1),
     ("VolumeRestrictions", 0),
     ("NodeVolumeLimits", 0),
-    ("VolumeClaimGuard", 0),  # interim stand-in, only while no VolumeBinding is registered
     ("VolumeBinding", 0),
     ("VolumeZone", 0),
     ("PodTopologySpread", 2),
@@ -70,9 +69,6 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
     ("DefaultBinder", 0),
     ("NodeDeclaredFeatures", 0),
 )
-# Interim plugins in the default profile and the upstream plugin each stands in for: left out as
-# soon as that plugin is registered.
-STAND_INS = {"VolumeClaimGuard": "VolumeBinding"}
 
 
 class ConfigError(ValueError):

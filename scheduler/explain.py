@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler.api.fake import FakeApiClient
 from scheduler.api.http import HttpApiClient, load_connection
-from scheduler.app import WORKLOAD_KINDS, Options, build_scheduler, full_registry, load_scheduler_config
+from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, Options, build_scheduler, full_registry, load_scheduler_config
 from scheduler.framework.types import CycleState, Diagnosis, FitError, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
@@ -82,6 +82,9 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
     for (group, version, _, kind), items in zip(WORKLOAD_KINDS, cluster.get("workloads_by_kind", ()), strict=False):
         for item in items:
             informers.on_workload(f"{group}/{version}" if group else version, kind, "ADDED", item)
+    for (_, _, _, kind), items in zip(VOLUME_KINDS, cluster.get("volumes_by_kind", ()), strict=False):
+        for item in items:
+            informers.on_volume_object(kind, "ADDED", item)
     for node in cluster.get("nodes", ()):
         informers.on_node("ADDED", node)
     for budget in cluster.get("pdbs", ()):
@@ -141,10 +144,14 @@ async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tu
             "namespaces": (await client.request("GET", "/api/v1/namespaces"))["items"],
             "pdbs": (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"],
             "workloads_by_kind": [],
+            "volumes_by_kind": [],
         }
         for group, version, plural, _ in WORKLOAD_KINDS:
             prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
             cluster["workloads_by_kind"].append((await client.request("GET", f"{prefix}/{plural}"))["items"])
+        for group, version, plural, _ in VOLUME_KINDS:
+            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            cluster["volumes_by_kind"].append((await client.request("GET", f"{prefix}/{plural}"))["items"])
         return raw_pod, cluster
     finally:
         await client.close()

@@ -28,7 +28,17 @@ from scheduler.framework.events import (
     pod_scheduling_properties_change,
 )
 from scheduler.framework.runtime import PdbStore, WorkloadStore
-from scheduler.framework.types import ActionType
+from scheduler.framework.types import ActionType, ClusterEvent, EventResource
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_NODE,
+    CSI_STORAGE_CAPACITY,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
+    VolumeStore,
+)
 from scheduler.model.objects import InvalidObject, Node, Pod, PodDisruptionBudget, Resource
 from scheduler.schedule_one import Scheduler
 
@@ -38,6 +48,22 @@ DELETED = "DELETED"
 # Labels of kube's handlers that are no queue event (scheduler_event_handling_duration_seconds only).
 UNSCHEDULED_DEL = "UnscheduledPodDelete"
 ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+
+_VOLUME_EVENT_RESOURCES = {
+    STORAGE_CLASS: EventResource.STORAGE_CLASS,
+    PERSISTENT_VOLUME: EventResource.PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM: EventResource.PERSISTENT_VOLUME_CLAIM,
+    CSI_NODE: EventResource.CSI_NODE,
+    CSI_DRIVER: EventResource.CSI_DRIVER,
+    CSI_STORAGE_CAPACITY: EventResource.CSI_STORAGE_CAPACITY,
+    VOLUME_ATTACHMENT: EventResource.VOLUME_ATTACHMENT,
+}
+# Labelled as kube's (PersistentVolumeClaimAdd, storage.k8s.io/StorageClassUpdate, ...).
+VOLUME_EVENTS = {
+    (kind, action): ClusterEvent(resource, action)
+    for kind, resource in _VOLUME_EVENT_RESOURCES.items()
+    for action in (ActionType.ADD, ActionType.UPDATE, ActionType.DELETE)
+}
 
 
 class Informers:
@@ -58,6 +84,8 @@ class Informers:
             workloads = shared.workloads if shared is not None else WorkloadStore()
         self.workloads = workloads
         self.pdbs = shared.pdbs if shared is not None else PdbStore()
+        # The volume plugins' listers read the one handle's store (a fresh one for several handles).
+        self.volumes = shared.volumes if shared is not None else VolumeStore()
         self._reported_invalid: set[str] = set()
         # The last version of each node seen, which update events are computed against (the cache
         # keeps an older one when only heartbeats or conditions changed).
@@ -214,6 +242,22 @@ class Informers:
             self.pdbs.delete(key)
             return
         self.pdbs.upsert(pdb)
+
+    # ---- storage (the volume plugins' listers) -------------------------------------------
+
+    def on_volume_object(self, kind: str, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        if event_type == DELETED:
+            old, new, action = self.volumes.delete(kind, raw), None, ActionType.DELETE
+        else:
+            old = self.volumes.upsert(kind, raw)
+            new, action = raw, ActionType.ADD if old is None else ActionType.UPDATE
+        if (
+            old is not None
+            and new is not None
+            and old.get("metadata", {}).get("resourceVersion") == (new.get("metadata") or {}).get("resourceVersion")
+        ):
+            return  # a relist repeating what we have
+        self.sched.queue.move_all_to_active_or_backoff(VOLUME_EVENTS[(kind, action)], old, new)
 
     # ---- namespaces ----------------------------------------------------------------------
 

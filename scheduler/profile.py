@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from scheduler.config import (
     DEFAULT_MULTI_POINT,
     EXTENSION_POINTS,
-    STAND_INS,
     ConfigError,
     PluginRef,
     PluginSet,
@@ -92,11 +91,7 @@ def build_framework(
                 raise ConfigError(f"{where}.pluginConfig[{name}].args: {exc}") from exc
         return instances[name]
 
-    defaults = [
-        PluginRef(name, weight)
-        for name, weight in DEFAULT_MULTI_POINT
-        if name in registry and STAND_INS.get(name) not in registry
-    ]
+    defaults = [PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT if name in registry]
     custom_multi = profile.plugins.get("multiPoint", PluginSet())
     multi = merge_plugin_set(defaults, custom_multi)
     custom_index = {ref.name: i for i, ref in enumerate(custom_multi.enabled)}

@@ -11,6 +11,7 @@ them (a slow apiserver).
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,10 @@ class FakeApiClient:
     patch_gate: asyncio.Event | None = None
     delete_errors: dict[str, ApiError] = field(default_factory=dict)
     status_errors: dict[str, ApiError] = field(default_factory=dict)
+    # PVs by name and PVCs by namespace/name as last written; errors raised by the next update
+    persistent_volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    persistent_volume_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    volume_update_errors: dict[str, ApiError] = field(default_factory=dict)
     closed: bool = False
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -152,6 +157,23 @@ class FakeApiClient:
         if error is not None:
             raise error
         self.evicted.append(pod.key)
+
+    def _update(self, written: dict[str, dict[str, Any]], key: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        error = self.volume_update_errors.pop(key, None)
+        if error is not None:
+            raise error
+        stored = copy.deepcopy(dict(obj))
+        meta = stored.setdefault("metadata", {})
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
+        written[key] = stored
+        return copy.deepcopy(stored)
+
+    async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
+        return self._update(self.persistent_volumes, (pv.get("metadata") or {}).get("name", ""), pv)
+
+    async def update_persistent_volume_claim(self, pvc: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = pvc.get("metadata") or {}
+        return self._update(self.persistent_volume_claims, f"{meta.get('namespace', '')}/{meta.get('name', '')}", pvc)
 
     async def close(self) -> None:
         self.closed = True

@@ -376,6 +376,17 @@ class HttpApiClient:
         }
         await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body)
 
+    async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
+        name = (pv.get("metadata") or {}).get("name", "")
+        stored: Mapping[str, Any] = await self.request("PUT", f"/api/v1/persistentvolumes/{name}", pv)
+        return stored
+
+    async def update_persistent_volume_claim(self, pvc: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = pvc.get("metadata") or {}
+        path = f"/api/v1/namespaces/{meta.get('namespace', '')}/persistentvolumeclaims/{meta.get('name', '')}"
+        stored: Mapping[str, Any] = await self.request("PUT", path, pvc)
+        return stored
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

@@ -57,6 +57,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
 
@@ -225,8 +226,10 @@ class FrameworkHandle:
         snapshot: SnapshotLister,
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
+        volumes: VolumeStore | None = None,
     ) -> None:
         self._client = client
+        self._volumes = volumes if volumes is not None else VolumeStore()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -259,6 +262,10 @@ class FrameworkHandle:
     @property
     def workloads(self) -> WorkloadStore:
         return self._workloads
+
+    @property
+    def volumes(self) -> VolumeStore:
+        return self._volumes
 
     @property
     def pdbs(self) -> PdbStore:
@@ -789,10 +796,16 @@ class Framework:
             try:
                 status = await plugin.pre_bind(state, pod, node_name)
             except Exception as exc:
-                return Status.as_error(exc, plugin.name)
-            metrics.observe_plugin(state, metrics.PRE_BIND, plugin.name, status, plugin_started)
-            if status is not None and status.code not in (Code.SUCCESS, Code.SKIP):
+                status = Status.as_error(exc, plugin.name)
+            else:
+                metrics.observe_plugin(state, metrics.PRE_BIND, plugin.name, status, plugin_started)
+            if status is None or status.code in (Code.SUCCESS, Code.SKIP):
+                continue
+            if status.is_rejection:
                 return status.with_plugin(plugin.name)
+            # kube wraps a PreBind error with the plugin's name (the pod's SchedulerError message).
+            error = FrameworkError(f'running PreBind plugin "{plugin.name}": {status.message}')
+            return Status.as_error(error, plugin.name)
         return None
 
     @metrics.timed_async_extension_point(metrics.BIND)

@@ -208,6 +208,13 @@ class EventResource(enum.StrEnum):
     # The unscheduled pod itself, as seen by the plugins that rejected it.
     TARGET_POD = "TargetPod"
     NODE = "Node"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
+    VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
     WILDCARD = "*"
 
 

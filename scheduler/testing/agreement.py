@@ -57,7 +57,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.api.fake import FakeApiClient
-from scheduler.app import WORKLOAD_KINDS, build_scheduler, full_registry
+from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, build_scheduler, full_registry
 from scheduler.config import API_VERSION, KIND, SchedulerConfig, parse_config
 from scheduler.framework.types import CycleState, FitError
 from scheduler.informers import Informers
@@ -475,6 +475,7 @@ class ClusterState:
     workloads: tuple[tuple[str, str, Raw], ...]  # (apiVersion, kind, object)
     nodes: tuple[Raw, ...]
     pods: tuple[Raw, ...]
+    volumes: tuple[tuple[str, Raw], ...] = ()  # (kind, object): the volume plugins' listers
 
 
 @dataclass(frozen=True)
@@ -519,6 +520,10 @@ _RESOURCE_PATHS = {
     ("apps/v1", "StatefulSet"): ("statefulsets", True),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
     ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", False),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("v1", "PersistentVolume"): ("persistentvolumes", False),
+    ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
+    ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
 }
 
 
@@ -773,11 +778,16 @@ class Side:
             api_version = f"{group}/{version}" if group else version
             prefix = f"/apis/{api_version}" if group else f"/api/{version}"
             workloads += [(api_version, kind, item) for item in self.api("GET", f"{prefix}/{plural}")["items"]]
+        volumes = []
+        for group, version, plural, kind in VOLUME_KINDS:
+            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            volumes += [(kind, item) for item in self.api("GET", f"{prefix}/{plural}")["items"]]
         return ClusterState(
             namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
             workloads=tuple(workloads),
             nodes=tuple(self.api("GET", "/api/v1/nodes")["items"]),
             pods=tuple(pods),
+            volumes=tuple(volumes),
         )
 
     def play(self, scenario: Scenario, run: SideRun) -> None:
@@ -970,6 +980,8 @@ def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, A
         informers.on_namespace("ADDED", namespace)
     for api_version, kind, workload in state.workloads:
         informers.on_workload(api_version, kind, "ADDED", workload)
+    for kind, volume in state.volumes:
+        informers.on_volume_object(kind, "ADDED", volume)
     for node in state.nodes:
         informers.on_node("ADDED", node)
     for assigned in state.pods:

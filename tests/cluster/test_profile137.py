@@ -2,8 +2,8 @@
 
 Pod-level resources count (a pod asking for 100 CPUs at pod level is not placed on small
 nodes), a pod resized in place counts at its allocated size, NodeDeclaredFeatures keeps a pod
-needing a feature on the nodes declaring it, and pods with resource claims or
-PersistentVolumeClaims are reported unschedulable with the missing support named — never bound.
+needing a feature on the nodes declaring it, and pods with resource claims (missing support
+named) or a missing PersistentVolumeClaim are reported unschedulable — never bound.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def test_declared_features_keep_a_pod_on_declaring_nodes(
         ),
         (
             {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]},
-            '0/1 nodes are available: pod uses persistentvolumeclaim "missing", '
-            "but this scheduler does not implement volume binding (VolumeBinding) yet.",
+            # VolumeBinding's PreFilter, as kube-scheduler reports a missing claim.
+            '0/1 nodes are available: persistentvolumeclaim "missing" not found.',
         ),
     ],
     ids=["resource-claims", "persistent-volume-claim"],

@@ -81,3 +81,28 @@ def test_explain_says_what_preemption_would_do() -> None:
         "FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu. "
         "preemption: found a potential placement for pod on node busy, preempting 1 victims"
     )
+
+
+def test_explain_reads_the_volume_objects() -> None:
+    """A pod's bound claim is looked up in the fetched PVs and PVCs (VOLUME_KINDS order)."""
+    affinity = {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}]}
+            ]
+        }
+    }
+    pv = {"metadata": {"name": "local", "resourceVersion": "1"}, "spec": {"nodeAffinity": affinity}}
+    pvc = {
+        "metadata": {"name": "data", "namespace": "ns", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+        "spec": {"volumeName": "local"},
+    }
+    want = pod("want", "1")
+    want["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    cluster = {"nodes": [node("a", "4"), node("b", "4")], "volumes_by_kind": [[], [pv], [pvc]]}
+    result = explain_pod(Options(), want, cluster)
+    by_node = {v.node: v.status for v in result.verdicts}
+    status_a = by_node["a"]
+    assert status_a is not None and status_a.message == "node(s) didn't match PersistentVolume's node affinity"
+    assert by_node["b"] is None
+    assert result.message.startswith("would be scheduled to b")

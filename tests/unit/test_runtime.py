@@ -322,5 +322,13 @@ async def test_pre_bind_failure_stops_and_post_bind_runs_all() -> None:
     status = await fw.run_pre_bind(CycleState(), POD, "n")
     assert status is not None
     assert status.plugin == "B"
+    # kube's runPreBindPlugins wraps the error: the pod's SchedulerError message names the plugin.
+    assert status.code == Code.ERROR and status.message == 'running PreBind plugin "B": volume'
     fw.run_post_bind(CycleState(), POD, "n")
     assert log.calls == ["prebind A", "prebind B", "postbind X", "postbind Y"]
+
+
+async def test_pre_bind_rejection_keeps_its_reasons() -> None:
+    fw = make(preBind=[PreBinder("A", Recorder(), Status.unschedulable("no room", plugin="A"))])
+    status = await fw.run_pre_bind(CycleState(), POD, "n")
+    assert status == Status.unschedulable("no room", plugin="A")

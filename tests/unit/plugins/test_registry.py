@@ -17,7 +17,10 @@ DEFAULT_PLUGINS = [
     "NodeResourcesBalancedAllocation",
     "NodeUnschedulable",
     "TaintToleration",
-    "VolumeClaimGuard",
+    "VolumeBinding",
+    "VolumeRestrictions",
+    "VolumeZone",
+    "NodeVolumeLimits",
 ]
 
 

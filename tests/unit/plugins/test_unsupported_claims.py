@@ -1,8 +1,8 @@
-"""DynamicResources (not implemented) and the interim VolumeClaimGuard refuse pods with claims.
+"""DynamicResources (not implemented) refuses pods with claims; VolumeBinding reports missing PVCs.
 
-A pod with spec.resourceClaims, or with PersistentVolumeClaim-backed volumes, must be
-UnschedulableAndUnresolvable with a message naming the claims and the missing support — never
-placed as if it had none. Both go through the real scheduling cycle here (fake API client).
+A pod with spec.resourceClaims must be UnschedulableAndUnresolvable with a message naming the
+claims and the missing support — never placed as if it had none; a pod whose PVC does not exist
+gets VolumeBinding's message. Both go through the real scheduling cycle here (fake API client).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from plugins import dynamicresources, volumeclaimguard
+from plugins import dynamicresources
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
@@ -31,13 +31,7 @@ def with_claims(*names: str) -> Any:
     )
 
 
-def with_volumes(*volumes: dict[str, Any]) -> Any:
-    return make_pod("p").container(cpu="100m").spec(volumes=list(volumes))
-
-
 PVC = {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}}
-EPHEMERAL = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
-EMPTY_DIR = {"name": "tmp", "emptyDir": {}}
 
 
 @pytest.mark.parametrize(
@@ -85,29 +79,6 @@ def test_dynamic_resources_skips_pods_without_claims() -> None:
 
 
 @pytest.mark.parametrize(
-    ("volumes", "claims"),
-    [
-        ([PVC], '"data-claim"'),
-        ([EMPTY_DIR, EPHEMERAL], '"p-scratch"'),
-        ([PVC, EPHEMERAL], '"data-claim", "p-scratch"'),
-    ],
-)
-def test_volume_claim_guard_refuses_pods_with_claims(volumes: list[dict[str, Any]], claims: str) -> None:
-    _, status = volumeclaimguard.VolumeClaimGuard().pre_filter(CycleState(), with_volumes(*volumes).obj(), [])
-    assert status is not None
-    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert status.reasons == (
-        f"pod uses persistentvolumeclaim {claims}, but this scheduler does not implement volume binding "
-        "(VolumeBinding) yet",
-    )
-
-
-def test_volume_claim_guard_skips_pods_without_claims() -> None:
-    _, status = volumeclaimguard.VolumeClaimGuard().pre_filter(CycleState(), with_volumes(EMPTY_DIR).obj(), [])
-    assert status is not None and status.code == Code.SKIP
-
-
-@pytest.mark.parametrize(
     ("spec", "message"),
     [
         (
@@ -118,8 +89,8 @@ def test_volume_claim_guard_skips_pods_without_claims() -> None:
         ),
         (
             {"volumes": [PVC]},
-            '0/2 nodes are available: pod uses persistentvolumeclaim "data-claim", '
-            "but this scheduler does not implement volume binding (VolumeBinding) yet. "
+            # VolumeBinding (no longer the interim guard) reports the missing claim as kube does.
+            '0/2 nodes are available: persistentvolumeclaim "data-claim" not found. '
             "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
         ),
     ],

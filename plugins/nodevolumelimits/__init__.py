@@ -1,0 +1,259 @@
+"""NodeVolumeLimits: keep a node's attached CSI volumes within its CSINode allocatable count.
+
+Per driver, the volumes of the pods on the node, plus VolumeAttachments to the node, plus the
+pod's new volumes (each unique volume once) must not exceed CSINode.spec.drivers[].allocatable
+.count. In-tree volumes count under their CSI driver where migration is on (csi_translation.py).
+With VolumeLimitScaling (on in 1.37) a CSIDriver that sets preventPodSchedulingIfMissing
+rejects nodes whose CSINode lacks it. Reads the handle's listers only; never the API.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plugins.nodevolumelimits.csi_translation import BY_NAME, is_migration_on, plugin_of, volume_handle
+from scheduler.framework.interface import Handle, VolumeLister
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EventResource,
+    NodeInfo,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
+)
+from scheduler.model.objects import Pod
+from scheduler.model.volumes import claim_class, claim_name, ephemeral_owner_error, meta, name_of, pod_volumes, spec
+
+NAME = "NodeVolumeLimits"
+
+ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+
+Raw = Mapping[str, Any]
+
+
+class NotFound(Exception):
+    """A lookup the new pod needs failed: UnschedulableAndUnresolvable."""
+
+
+def _counts_in_pre_filter(volume: Raw) -> bool:
+    if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
+        return True
+    return plugin_of(volume) is not None
+
+
+def volume_limits(csi_node: Raw | None) -> dict[str, int]:
+    if csi_node is None:
+        return {}
+    limits = {}
+    for driver in spec(csi_node).get("drivers") or ():
+        count = (driver.get("allocatable") or {}).get("count")
+        if count is not None:
+            limits[str(driver.get("name"))] = int(count)
+    return limits
+
+
+class NodeVolumeLimits:
+    name = NAME
+
+    def __init__(self, volumes: VolumeLister) -> None:
+        self.volumes = volumes
+        self._volume_id_prefix = uuid.uuid4().hex
+
+    # ---- what a pod attaches -----------------------------------------------------------
+
+    def _driver_info_from_class(self, csi_node: Raw | None, pvc: Raw) -> tuple[str, str]:
+        class_name = claim_class(pvc)
+        storage_class = self.volumes.get(STORAGE_CLASS, class_name) if class_name else None
+        if storage_class is None:
+            return "", ""
+        handle = f"{self._volume_id_prefix}-{meta(pvc).get('namespace')}/{name_of(pvc)}"
+        provisioner = str(storage_class.get("provisioner") or "")
+        in_tree = BY_NAME.get(provisioner)
+        if in_tree is not None:
+            if not is_migration_on(csi_node, provisioner):
+                return "", ""
+            return in_tree.csi_driver, handle
+        return provisioner, handle
+
+    def _driver_info(self, csi_node: Raw | None, pvc: Raw) -> tuple[str, str]:
+        pv_name = str(spec(pvc).get("volumeName") or "")
+        pv = self.volumes.get(PERSISTENT_VOLUME, pv_name) if pv_name else None
+        if pv is None:
+            return self._driver_info_from_class(csi_node, pvc)
+        csi = spec(pv).get("csi")
+        if csi is not None:
+            return str(csi.get("driver") or ""), str(csi.get("volumeHandle") or "")
+        plugin = plugin_of(spec(pv))
+        if plugin is None or not is_migration_on(csi_node, plugin.name):
+            return "", ""
+        return plugin.csi_driver, volume_handle(plugin, spec(pv), pv)
+
+    def attachable_volumes(self, pod: Pod, csi_node: Raw | None, new_pod: bool) -> dict[str, str]:
+        """unique volume name (driver/handle) -> driver for the pod's attachable volumes."""
+        result: dict[str, str] = {}
+        for volume in pod_volumes(pod):
+            name = claim_name(pod, volume)
+            if name is None:
+                plugin = plugin_of(volume)
+                if plugin is not None and is_migration_on(csi_node, plugin.name):
+                    result[f"{plugin.csi_driver}/{volume_handle(plugin, volume)}"] = plugin.csi_driver
+                continue
+            if not name:
+                raise ValueError("PersistentVolumeClaim had no name")
+            pvc = self.volumes.get(PERSISTENT_VOLUME_CLAIM, f"{pod.namespace}/{name}")
+            if pvc is None:
+                if new_pod:
+                    raise NotFound(f'looking up PVC {pod.namespace}/{name}: persistentvolumeclaim "{name}" not found')
+                continue
+            if volume.get("ephemeral") is not None:
+                problem = ephemeral_owner_error(pod, pvc)
+                if problem:
+                    raise ValueError(problem)
+            driver, handle = self._driver_info(csi_node, pvc)
+            if driver and handle:
+                result[f"{driver}/{handle}"] = driver
+        return result
+
+    def _attachments(self, node_name: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for attachment in self.volumes.list(VOLUME_ATTACHMENT):
+            attachment_spec = spec(attachment)
+            attacher = str(attachment_spec.get("attacher") or "")
+            pv_name = (attachment_spec.get("source") or {}).get("persistentVolumeName")
+            if attachment_spec.get("nodeName") != node_name or not attacher or not pv_name:
+                continue
+            pv = self.volumes.get(PERSISTENT_VOLUME, str(pv_name))
+            csi = spec(pv).get("csi") if pv is not None else None
+            if csi is None:
+                continue
+            out[f"{attacher}/{csi.get('volumeHandle') or ''}"] = attacher
+        return out
+
+    def _driver_installed(self, driver: str, csi_node: Raw | None) -> bool:
+        csi_driver = self.volumes.get(CSI_DRIVER, driver)
+        if csi_driver is None or not spec(csi_driver).get("preventPodSchedulingIfMissing"):
+            return True
+        if csi_node is None:
+            return False
+        return any(d.get("name") == driver for d in spec(csi_node).get("drivers") or ())
+
+    # ---- extension points --------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if any(_counts_in_pre_filter(v) for v in pod_volumes(pod)):
+            return None, None
+        return None, Status(Code.SKIP, plugin=NAME)
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        if not pod_volumes(pod):
+            return None
+        csi_node = self.volumes.get(CSI_NODE, node_info.name)
+        try:
+            new_volumes = self.attachable_volumes(pod, csi_node, new_pod=True)
+        except NotFound as exc:
+            return Status.unresolvable(str(exc), plugin=NAME)
+        except ValueError as exc:
+            return Status.as_error(exc, NAME)
+        if not new_volumes:
+            return None
+        for driver in new_volumes.values():
+            if not self._driver_installed(driver, csi_node):
+                return Status.unschedulable(f"{driver} CSI driver is not installed on the node", plugin=NAME)
+        limits = volume_limits(csi_node)
+        if not limits:
+            return None
+        attached: dict[str, str] = {}
+        try:
+            for existing in node_info.pods.values():
+                attached.update(self.attachable_volumes(existing, csi_node, new_pod=False))
+        except ValueError as exc:
+            return Status.as_error(exc, NAME)
+        attached_count: dict[str, int] = {}
+        for unique, driver in attached.items():
+            new_volumes.pop(unique, None)
+            attached_count[driver] = attached_count.get(driver, 0) + 1
+        for unique, driver in self._attachments(node_info.name).items():
+            if unique not in attached:
+                attached_count[driver] = attached_count.get(driver, 0) + 1
+        new_count: dict[str, int] = {}
+        for driver in new_volumes.values():
+            new_count[driver] = new_count.get(driver, 0) + 1
+        for driver, count in new_count.items():
+            limit = limits.get(driver)
+            if limit is not None and attached_count.get(driver, 0) + count > limit:
+                return Status.unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=NAME)
+        return None
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.ADD)),
+            ClusterEventWithHint(ClusterEvent(EventResource.CSI_NODE, ActionType.UPDATE), _after_csi_node_updated),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _after_pod_deleted),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD), _after_claim_added
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.VOLUME_ATTACHMENT, ActionType.DELETE), _after_attachment_deleted
+            ),
+        ]
+
+
+def _after_csi_node_updated(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if old is None or new is None:
+        return QueueingHint.QUEUE
+    old_limits = volume_limits(old)
+    for driver, limit in volume_limits(new).items():
+        if limit > old_limits.get(driver, 0):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if not isinstance(old, Pod) or not pod_volumes(old):
+        return QueueingHint.SKIP
+    if not old.node_name and not (old.raw.get("status") or {}).get("nominatedNodeName"):
+        return QueueingHint.SKIP
+    if any(_counts_in_pre_filter(v) for v in pod_volumes(old)):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    if new is None or meta(new).get("namespace") != pod.namespace:
+        return QueueingHint.SKIP
+    names = {claim_name(pod, v) for v in pod_volumes(pod)}
+    return QueueingHint.QUEUE if name_of(new) in names else QueueingHint.SKIP
+
+
+def _after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+    attacher = spec(old).get("attacher") if old is not None else None
+    for volume in pod_volumes(pod):
+        if volume.get("persistentVolumeClaim") is not None:
+            return QueueingHint.QUEUE
+        plugin = plugin_of(volume)
+        if plugin is not None and plugin.csi_driver == attacher:
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def new(args: Mapping[str, Any], handle: Handle) -> NodeVolumeLimits:
+    return NodeVolumeLimits(handle.volumes)

@@ -1,0 +1,490 @@
+"""VolumeBinding: cases ported from kube's volume_binding_test.go (TestVolumeBinding) plus the
+assume cache, Reserve/Unreserve and PreBind against the fake client."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from plugins import volumebinding
+from plugins.volumebinding import STATE_KEY, VolumeBinding, parse_args
+from plugins.volumebinding.binder import (
+    ERR_REASON_BIND_CONFLICT,
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_NOT_ENOUGH_SPACE,
+    ERR_REASON_PV_NOT_EXIST,
+)
+from scheduler.api.client import ApiError
+from scheduler.api.fake import FakeApiClient
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.runtime import FrameworkHandle
+from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
+from scheduler.framework.volumes import (
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    VolumeStore,
+)
+from scheduler.model.objects import Node, Pod
+from scheduler.model.volumes import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
+from tests.builders import make_node, make_pod
+
+Raw = dict[str, Any]
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def storage_class(name: str, mode: str | None = "WaitForFirstConsumer", provisioner: str = "") -> Raw:
+    sc: Raw = {"metadata": {"name": name, "resourceVersion": "1"}, "provisioner": provisioner}
+    if mode is not None:
+        sc["volumeBindingMode"] = mode
+    return sc
+
+
+IMMEDIATE_SC = storage_class("immediate-sc", "Immediate")
+WAIT_SC = storage_class("wait-sc")
+WAIT_SC_CAPACITY = storage_class("wait-sc-with-storage-capacity", provisioner="driver-with-storage-capacity")
+DRIVER_CAPACITY: Raw = {"metadata": {"name": "driver-with-storage-capacity"}, "spec": {"storageCapacity": True}}
+
+
+def pvc(
+    name: str, sc: str, bound_pv: str = "", request: str = "", phase: str = "", annotations: Raw | None = None
+) -> Raw:
+    obj: Raw = {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {"storageClassName": sc, "accessModes": ["ReadWriteOnce"]},
+    }
+    if bound_pv:
+        obj["spec"]["volumeName"] = bound_pv
+        obj["metadata"]["annotations"][ANN_BIND_COMPLETED] = "true"
+    if request:
+        obj["spec"]["resources"] = {"requests": {"storage": request}}
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def pv(name: str, sc: str, phase: str = "Available", capacity: str = "", affinity: Raw | None = None) -> Raw:
+    obj: Raw = {
+        "metadata": {"name": name, "resourceVersion": "1"},
+        "spec": {"storageClassName": sc, "accessModes": ["ReadWriteOnce"]},
+        "status": {"phase": phase},
+    }
+    if capacity:
+        obj["spec"]["capacity"] = {"storage": capacity}
+    if affinity:
+        terms = [{"key": k, "operator": "In", "values": v} for k, v in affinity.items()]
+        obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": terms}]}}
+    return obj
+
+
+def capacity(name: str, sc: str, amount: str, node_labels: Raw) -> Raw:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "storageClassName": sc,
+        "capacity": amount,
+        "nodeTopology": {"matchLabels": node_labels},
+    }
+
+
+def pod_with_claims(*claims: str, name: str = "pod-a") -> Pod:
+    volumes = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return make_pod(name).uid(f"uid-{name}").spec(volumes=volumes).obj()
+
+
+def node(name: str, **labels: str) -> Node:
+    return make_node(name).labels({HOSTNAME: name, **labels}).obj()
+
+
+class World:
+    """A store, a fake client, a snapshot and the plugin over them."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        objects: Sequence[tuple[str, Raw]] = (),
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        self.store = VolumeStore([(STORAGE_CLASS, sc) for sc in (IMMEDIATE_SC, WAIT_SC, WAIT_SC_CAPACITY)])
+        self.store.upsert(CSI_DRIVER, DRIVER_CAPACITY)
+        for kind, obj in objects:
+            self.store.upsert(kind, obj)
+        snapshot = Snapshot()
+        for n in nodes:
+            info = NodeInfo(n)
+            snapshot.node_info_map[n.name] = info
+            snapshot.node_info_list.append(info)
+        self.nodes = [snapshot.node_info_map[n.name] for n in nodes]
+        self.client = FakeApiClient()
+        self.plugin: VolumeBinding = volumebinding.new(
+            args or {}, FrameworkHandle(self.client, snapshot, volumes=self.store)
+        )
+
+    def run(self, pod: Pod) -> tuple[Status | None, list[Status | None], list[int], CycleState]:
+        state = CycleState()
+        _, pre = self.plugin.pre_filter(state, pod, self.nodes)
+        if pre is not None:
+            return pre, [], [], state
+        filters = [self.plugin.filter(state, pod, info) for info in self.nodes]
+        scores = [self.plugin.score(state, pod, info)[0] for info in self.nodes]
+        return None, filters, scores, state
+
+
+def unresolvable(*reasons: str) -> Status:
+    return Status.unresolvable(*reasons, plugin="VolumeBinding")
+
+
+CASES: list[tuple[str, Pod, list[Node], list[tuple[str, Raw]], Status | None, list[Status | None], list[int]]] = [
+    (
+        "all bound",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, pv("pv-a", "wait-sc")),
+        ],
+        None,
+        [None],
+        [0],
+    ),
+    (
+        "PVC does not exist",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [],
+        unresolvable('persistentvolumeclaim "pvc-a" not found'),
+        [],
+        [],
+    ),
+    (
+        "Part of PVCs do not exist",
+        pod_with_claims("pvc-a", "pvc-b"),
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a"))],
+        unresolvable('persistentvolumeclaim "pvc-b" not found'),
+        [],
+        [],
+    ),
+    (
+        "immediate claims not bound",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "immediate-sc"))],
+        unresolvable("pod has unbound immediate PersistentVolumeClaims"),
+        [],
+        [],
+    ),
+    (
+        "unbound claims no matches",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc"))],
+        None,
+        [unresolvable(ERR_REASON_BIND_CONFLICT)],
+        [0],
+    ),
+    (
+        "bound and unbound unsatisfied",
+        pod_with_claims("pvc-a", "pvc-b"),
+        [node("node-a", foo="barbar")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-b", "wait-sc")),
+            (PERSISTENT_VOLUME, pv("pv-a", "wait-sc", affinity={"foo": ["bar"]})),
+        ],
+        None,
+        [unresolvable(ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT)],
+        [0],
+    ),
+    (
+        "pv not found",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a"))],
+        None,
+        [unresolvable(ERR_REASON_PV_NOT_EXIST)],
+        [0],
+    ),
+    (
+        "pv not found claim lost",
+        pod_with_claims("pvc-a"),
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a", phase="Lost"))],
+        unresolvable('persistentvolumeclaim "pvc-a" bound to non-existent persistentvolume "pv-a"'),
+        [],
+        [],
+    ),
+    (
+        "local volumes with close capacity are preferred",
+        pod_with_claims("pvc-a"),
+        [node("node-a"), node("node-b"), node("node-c")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", request="50Gi")),
+            (PERSISTENT_VOLUME, pv("pv-a-0", "wait-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-a-1", "wait-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-0", "wait-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-1", "wait-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+        ],
+        None,
+        [None, None, unresolvable(ERR_REASON_BIND_CONFLICT)],
+        [75, 50, 0],
+    ),
+    (
+        "local volumes with close capacity are preferred (multiple pvcs)",
+        pod_with_claims("pvc-0", "pvc-1"),
+        [node("node-a"), node("node-b"), node("node-c")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-0", "wait-sc", request="50Gi")),
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-1", "wait-hdd-sc", request="100Gi")),
+            (STORAGE_CLASS, storage_class("wait-hdd-sc")),
+            (PERSISTENT_VOLUME, pv("pv-a-0", "wait-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-a-1", "wait-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-a-2", "wait-hdd-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-a-3", "wait-hdd-sc", capacity="200Gi", affinity={HOSTNAME: ["node-a"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-0", "wait-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-1", "wait-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-2", "wait-hdd-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+            (PERSISTENT_VOLUME, pv("pv-b-3", "wait-hdd-sc", capacity="100Gi", affinity={HOSTNAME: ["node-b"]})),
+        ],
+        None,
+        [None, None, unresolvable(ERR_REASON_BIND_CONFLICT)],
+        [63, 25, 0],
+    ),
+    (
+        "storage capacity score",
+        pod_with_claims("pvc-dynamic"),
+        [node("node-a"), node("node-b"), node("node-c")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-dynamic", "wait-sc-with-storage-capacity", request="10Gi")),
+            (CSI_STORAGE_CAPACITY, capacity("node-a", "wait-sc-with-storage-capacity", "100Gi", {HOSTNAME: "node-a"})),
+            (CSI_STORAGE_CAPACITY, capacity("node-b", "wait-sc-with-storage-capacity", "50Gi", {HOSTNAME: "node-b"})),
+            (CSI_STORAGE_CAPACITY, capacity("node-c", "wait-sc-with-storage-capacity", "10Gi", {HOSTNAME: "node-c"})),
+        ],
+        None,
+        [None, None, None],
+        [90, 80, 0],
+    ),
+    (
+        "dynamic provisioning: not enough capacity",
+        pod_with_claims("pvc-dynamic"),
+        [node("node-a")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-dynamic", "wait-sc-with-storage-capacity", request="10Gi")),
+            (CSI_STORAGE_CAPACITY, capacity("node-a", "wait-sc-with-storage-capacity", "5Gi", {HOSTNAME: "node-a"})),
+        ],
+        None,
+        [unresolvable(ERR_REASON_NOT_ENOUGH_SPACE)],
+        [0],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "objects", "pre", "filters", "scores"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_volume_binding(
+    pod: Pod,
+    nodes: list[Node],
+    objects: list[tuple[str, Raw]],
+    pre: Status | None,
+    filters: list[Status | None],
+    scores: list[int],
+) -> None:
+    world = World(nodes, objects)
+    got_pre, got_filters, got_scores, _ = world.run(pod)
+    assert got_pre == pre
+    assert got_filters == filters
+    assert got_scores == scores
+
+
+def test_pod_without_claims_is_skipped() -> None:
+    world = World([node("node-a")])
+    state = CycleState()
+    _, status = world.plugin.pre_filter(state, make_pod("plain").obj(), world.nodes)
+    assert status is not None and status.code == Code.SKIP
+    assert world.plugin.pre_score(state, make_pod("plain").obj(), world.nodes) is not None
+
+
+def test_smallest_fitting_pv_is_chosen() -> None:
+    world = World(
+        [node("node-a")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", request="5Gi")),
+            (PERSISTENT_VOLUME, pv("pv-big", "wait-sc", capacity="50Gi")),
+            (PERSISTENT_VOLUME, pv("pv-small", "wait-sc", capacity="10Gi")),
+            (PERSISTENT_VOLUME, pv("pv-too-small", "wait-sc", capacity="1Gi")),
+        ],
+    )
+    _, filters, _, state = world.run(pod_with_claims("pvc-a"))
+    assert filters == [None]
+    chosen = state.read(STATE_KEY).volumes_by_node["node-a"].static_bindings
+    assert [b.pv["metadata"]["name"] for b in chosen] == ["pv-small"]
+
+
+def test_access_modes_must_fit() -> None:
+    rwx = pv("pv-rwo", "wait-sc", capacity="10Gi")
+    claim = pvc("pvc-a", "wait-sc", request="1Gi")
+    claim["spec"]["accessModes"] = ["ReadWriteMany"]
+    world = World([node("node-a")], [(PERSISTENT_VOLUME_CLAIM, claim), (PERSISTENT_VOLUME, rwx)])
+    _, filters, _, _ = world.run(pod_with_claims("pvc-a"))
+    assert filters == [unresolvable(ERR_REASON_BIND_CONFLICT)]
+
+
+def test_two_pods_never_take_the_same_pv() -> None:
+    """Reserve assumes the PV bound: the next pod's cycle no longer sees it; Unreserve gives it back."""
+    world = World(
+        [node("node-a")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("claim-1", "wait-sc", request="1Gi")),
+            (PERSISTENT_VOLUME_CLAIM, pvc("claim-2", "wait-sc", request="1Gi")),
+            (PERSISTENT_VOLUME, pv("only-pv", "wait-sc", capacity="1Gi", affinity={HOSTNAME: ["node-a"]})),
+        ],
+    )
+    first, second = pod_with_claims("claim-1", name="first"), pod_with_claims("claim-2", name="second")
+    _, filters, _, state = world.run(first)
+    assert filters == [None]
+    assert world.plugin.reserve(state, first, "node-a") is None
+    _, filters_second, _, _ = world.run(second)
+    assert filters_second == [unresolvable(ERR_REASON_BIND_CONFLICT)]
+    world.plugin.unreserve(state, first, "node-a")
+    world.plugin.unreserve(state, first, "node-a")  # idempotent
+    _, filters_second, _, _ = world.run(second)
+    assert filters_second == [None]
+
+
+def test_provisioning_annotates_the_claim_with_the_selected_node() -> None:
+    sc = storage_class("fast", provisioner="example.com/provisioner")
+    world = World(
+        [node("node-a"), node("node-b")], [(STORAGE_CLASS, sc), (PERSISTENT_VOLUME_CLAIM, pvc("data", "fast"))]
+    )
+    pod = pod_with_claims("data")
+    _, filters, _, state = world.run(pod)
+    assert filters == [None, None]
+    assert world.plugin.reserve(state, pod, "node-b") is None
+    assumed = world.plugin.binder.pvc_cache.get("default/data")
+    assert assumed is not None and assumed["metadata"]["annotations"][ANN_SELECTED_NODE] == "node-b"
+    # A claim already selected for another node does not fit elsewhere.
+    other = pod_with_claims("data", name="other")
+    _, filters, _, _ = world.run(other)
+    assert filters == [unresolvable(ERR_REASON_BIND_CONFLICT), None]
+
+
+async def test_pre_bind_writes_claim_ref_and_waits_for_the_pv_controller() -> None:
+    claim = pvc("claim", "wait-sc", request="1Gi")
+    volume = pv("local", "wait-sc", capacity="1Gi", affinity={HOSTNAME: ["node-a"]})
+    world = World(
+        [node("node-a")], [(PERSISTENT_VOLUME_CLAIM, claim), (PERSISTENT_VOLUME, volume)], {"bindTimeoutSeconds": 5}
+    )
+    pod = pod_with_claims("claim")
+    _, _, _, state = world.run(pod)
+    assert world.plugin.reserve(state, pod, "node-a") is None
+
+    import asyncio
+
+    async def pv_controller() -> None:
+        while "local" not in world.client.persistent_volumes:  # noqa: ASYNC110 - the fake has no write hook
+            await asyncio.sleep(0.05)
+        written = world.client.persistent_volumes["local"]
+        assert written["spec"]["claimRef"]["name"] == "claim"
+        world.store.upsert(PERSISTENT_VOLUME, {**written, "status": {"phase": "Bound"}})
+        bound = pvc("claim", "wait-sc", bound_pv="local", request="1Gi")
+        bound["metadata"]["resourceVersion"] = "2"
+        world.store.upsert(PERSISTENT_VOLUME_CLAIM, bound)
+
+    controller = asyncio.create_task(pv_controller())
+    status = await world.plugin.pre_bind(state, pod, "node-a")
+    await controller
+    assert status is None
+
+
+async def test_pre_bind_times_out_and_unreserve_reverts() -> None:
+    claim = pvc("claim", "wait-sc", request="1Gi")
+    volume = pv("local", "wait-sc", capacity="1Gi")
+    world = World(
+        [node("node-a")], [(PERSISTENT_VOLUME_CLAIM, claim), (PERSISTENT_VOLUME, volume)], {"bindTimeoutSeconds": 0}
+    )
+    pod = pod_with_claims("claim")
+    _, _, _, state = world.run(pod)
+    assert world.plugin.reserve(state, pod, "node-a") is None
+    status = await world.plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == "binding volumes: context deadline exceeded"
+    world.plugin.unreserve(state, pod, "node-a")
+    assert "claimRef" not in world.plugin.binder.pv_cache.get("local")["spec"]  # type: ignore[index]
+
+
+async def test_pre_bind_api_conflict_reverts_the_assumption() -> None:
+    claim = pvc("claim", "wait-sc", request="1Gi")
+    world = World(
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, claim), (PERSISTENT_VOLUME, pv("local", "wait-sc", capacity="1Gi"))],
+    )
+    world.client.volume_update_errors["local"] = ApiError(409, "the object has been modified", "Conflict")
+    pod = pod_with_claims("claim")
+    _, _, _, state = world.run(pod)
+    assert world.plugin.reserve(state, pod, "node-a") is None
+    status = await world.plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR and "Conflict" in status.message
+    assert "claimRef" not in world.plugin.binder.pv_cache.get("local")["spec"]  # type: ignore[index]
+
+
+def test_assumption_gives_way_to_a_newer_api_object() -> None:
+    world = World([node("node-a")], [(PERSISTENT_VOLUME, pv("local", "wait-sc"))])
+    cache = world.plugin.binder.pv_cache
+    assumed = {**pv("local", "wait-sc"), "spec": {"claimRef": {"name": "x"}}}
+    cache.assume(assumed)
+    assert cache.get("local") is assumed
+    newer = pv("local", "wait-sc", phase="Released")
+    newer["metadata"]["resourceVersion"] = "2"
+    world.store.upsert(PERSISTENT_VOLUME, newer)
+    assert cache.get("local") is newer
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ({"bindTimeoutSeconds": -1}, "bindTimeoutSeconds: Invalid value: -1"),
+        ({"shape": [{"utilization": 101, "score": 1}]}, "shape[0].utilization"),
+        ({"shape": [{"utilization": 50, "score": 11}]}, "shape[0].score"),
+        ({"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 1}]}, "must be sorted"),
+        ({"bindTimeout": 1}, "unknown field"),
+    ],
+)
+def test_bad_args(args: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        parse_args(args)
+
+
+def test_default_args() -> None:
+    args = parse_args({})
+    assert args.bind_timeout_seconds == 600
+    assert args.shape == ((0, 10), (100, 0))
+
+
+def test_queueing_hints() -> None:
+    hints = {e.event.resource.value: e.hint for e in World([]).plugin.events_to_register()}
+    pod = pod_with_claims("data")
+    claim_hint = hints["PersistentVolumeClaim"]
+    assert claim_hint is not None
+    assert claim_hint(pod, None, pvc("data", "x")) == QueueingHint.QUEUE
+    assert claim_hint(pod, None, pvc("other", "x")) == QueueingHint.SKIP
+    sc_hint = hints["storage.k8s.io/StorageClass"]
+    assert sc_hint is not None
+    assert sc_hint(pod, None, WAIT_SC) == QueueingHint.QUEUE
+    assert sc_hint(pod, WAIT_SC, {**WAIT_SC, "parameters": {"a": "b"}}) == QueueingHint.SKIP
+    assert sc_hint(pod, WAIT_SC, {**WAIT_SC, "allowedTopologies": [{}]}) == QueueingHint.QUEUE
+    csinode_hint = hints["storage.k8s.io/CSINode"]
+    assert csinode_hint is not None
+    plain = {"metadata": {"name": "n"}}
+    migrated = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}}
+    assert csinode_hint(pod, plain, plain) == QueueingHint.SKIP
+    assert csinode_hint(pod, plain, migrated) == QueueingHint.QUEUE
