@@ -41,6 +41,10 @@ SCHEDULER_NAME = "rbac-proof"
 KEPT: Mapping[tuple[str, str, str], str] = {
     ("", "pods", "delete"): "DefaultPreemption deletes victims with victimRemoval delete, and in evict-then-delete "
     "mode those kube-scheduler would knowingly take past a PodDisruptionBudget (the workload evicts)",
+    ("", "persistentvolumes", "update"): "VolumeBinding's PreBind sets a PV's claimRef (static binding); needs a PV "
+    "controller to finish, which this audited plane does not run (tests/cluster/test_volumes.py exercises it)",
+    ("", "persistentvolumeclaims", "update"): "VolumeBinding's PreBind annotates a claim with its selected node "
+    "(provisioning); exercised by tests/cluster/test_volumes.py",
     ("events.k8s.io", "events", "patch"): "the events.k8s.io/v1 recorder updates an Event's series by PATCH "
     "(the second identical event of an object; the workload writes each event once)",
 }
