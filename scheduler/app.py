@@ -339,6 +339,11 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         max_connections=EVENT_WRITERS,
         rate_limiter=rate_limiter(),
     )
+    # And one for the Lease (kube-scheduler's leader-election client): a renewal must never queue
+    # behind binds for a token or a connection, or a busy leader misses its renew deadline.
+    lease_client = HttpApiClient(
+        connection, component=config.profiles[0].scheduler_name, max_connections=2, rate_limiter=rate_limiter()
+    )
     namespaces: dict[str, Mapping[str, str]] = {}
     scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl, event_client)
     informers = Informers(scheduler, namespaces)
@@ -374,7 +379,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         ready.set()
         if leader_election.leader_elect:
             elector = LeaseElector(
-                client,
+                lease_client,
                 leader_election.resource_namespace,
                 leader_election.resource_name,
                 identity=f"{socket.gethostname()}_{uuid.uuid4()}",
@@ -417,5 +422,6 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         await scheduler.drain(grace=DRAIN_TIMEOUT_SECONDS)
         await client.close()
         await event_client.close()
+        await lease_client.close()
         await runner.cleanup()
         logging.getLogger("app").info("stopped")

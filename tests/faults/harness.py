@@ -161,8 +161,12 @@ class Replica:
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples `name` with these labels (the replica must be alive)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except OSError as err:
+            tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-15:])
+            raise AssertionError(f"replica {self.label}: /metrics unreachable ({err}); its log ends:\n{tail}") from err
         total = 0.0
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
