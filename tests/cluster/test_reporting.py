@@ -19,22 +19,23 @@ from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.model.objects import Pod
+from scheduler.testing import chart
 from scheduler.testing.controlplane import ControlPlane
 from scheduler.testing.workload import make_pod, running_scheduler_process, scheduled_condition, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
 
-# What the scheduler needs (README "Running it"), minus the events it writes.
-RULES_WITHOUT_EVENTS = [
-    {"apiGroups": [""], "resources": ["pods", "nodes", "namespaces", "services", "replicationcontrollers"],
-     "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["apps"], "resources": ["replicasets", "statefulsets"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["pods/binding", "pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list", "watch"]},
-]  # fmt: skip
+
+def rules_without_events(plane: ControlPlane) -> list[dict[str, Any]]:
+    """The chart's ClusterRole (what the scheduler needs, proven by test_rbac) minus every events rule."""
+    docs = chart.documents(chart.render(plane.bin_dir))
+    (role,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and any("pods/binding" in r.get("resources", ()) for r in d["rules"])
+    ]
+    return [rule for rule in role["rules"] if "events" not in rule.get("resources", ())]
 
 
 UNFIT = (
@@ -55,12 +56,12 @@ def _scheduled(core: Any, namespace: str, name: str) -> tuple[str, str, str] | N
 
 @pytest.fixture
 def kubeconfig_without_events(control_plane: ControlPlane, k8s: Any, namespace: str) -> Iterator[Path]:
-    """A kubeconfig for a ServiceAccount bound to RULES_WITHOUT_EVENTS: every event write is a 403."""
+    """A kubeconfig for a ServiceAccount with the chart's rules but no events: every event write is a 403."""
     rbac: Any = k8s_client.RbacAuthorizationV1Api(k8s)  # plain dicts as bodies
     core: Any = k8s_client.CoreV1Api(k8s)
     name = f"no-events-{uuid.uuid4().hex[:8]}"
     core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-    rbac.create_cluster_role({"metadata": {"name": name}, "rules": RULES_WITHOUT_EVENTS})
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules_without_events(control_plane)})
     rbac.create_cluster_role_binding(
         {
             "metadata": {"name": name},

@@ -249,6 +249,11 @@ def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | Non
         volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
         if volumes and "VolumeBinding" not in available:
             return "needs volume binding (VolumeBinding), which ours does not have yet"
+        if volumes:
+            return (
+                "creates a PersistentVolume and claim per pod (persistentVolume[Claim]TemplatePath), "
+                "which this harness does not do yet"
+            )
         if (op.get("nodeAllocatableStrategy") or {}).get("csiNodeAllocatable") and "NodeVolumeLimits" not in available:
             return "needs CSI volume limits (NodeVolumeLimits), which ours does not have yet"
         for template in _templates_of(op, case):
