@@ -1391,9 +1391,10 @@ class AgreementReport:
             f"scheduler.testing.agreement` (scheduler/testing/agreement.py) over tests/agreement/scenarios/"
             f"{generated}.",
             "",
-            "Per pod: the verdict (bound / unschedulable / gated); the FailedScheduling message (the part",
-            "kube-scheduler's PostFilter plugins DefaultPreemption and DynamicResources append is cut off, as",
-            "we have neither yet; the *post-filter* column counts the pods whose message had one); whether our",
+            "Per pod: the verdict (bound / unschedulable / gated); the FailedScheduling message's Filter part",
+            "(the PostFilter part, DefaultPreemption's `preemption: …`, is cut off here and compared, with the",
+            "victims, by tests/cluster/test_preemption_agreement.py; the *post-filter* column counts the pods",
+            "whose message had one); whether our",
             "node is among kube-scheduler's top-scored nodes, read from kube-scheduler's own `-v=10` log",
             '("Calculated node\'s final score for pod"; a pod it did not score, having one feasible node or a',
             "batching hint, has its own node as the top set); and whether both schedulers' nodes are in our",
