@@ -17,10 +17,10 @@ import pytest
 from kubernetes import client as k8s_client
 
 from scheduler.api.http import HttpApiClient, load_connection
-from scheduler.api.leaderelection import LeaseElector
 from scheduler.api.watch import Reflector
 from scheduler.testing.controlplane import ControlPlane, pinned_versions
 from scheduler.testing.workload import make_node, make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
+from tests.cluster.test_leaderelection import test_one_leader_at_a_time_and_release_hands_over as lease_handover
 from tests.conftest import api_client
 
 pytestmark = pytest.mark.cluster
@@ -96,22 +96,7 @@ def test_bind_and_unschedulable_report(compat_plane: ControlPlane, compat_core: 
 
 
 async def test_lease_acquire_renew_release(compat_plane: ControlPlane) -> None:
-    client = HttpApiClient(load_connection(str(compat_plane.kubeconfig)), component="test")
-    name = f"lease-{uuid.uuid4().hex[:8]}"
-    first = LeaseElector(client, "kube-system", name, "first", lease_duration=3, renew_deadline=2, retry_period=0.5)
-    second = LeaseElector(client, "kube-system", name, "second", lease_duration=3, renew_deadline=2, retry_period=0.5)
-    try:
-        assert await first.try_acquire_or_renew()
-        first.is_leader = True
-        assert not await second.try_acquire_or_renew()
-        assert await first.try_acquire_or_renew()
-        await first.release()
-        assert await second.try_acquire_or_renew()
-        lease = await client.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")
-        assert lease["spec"]["holderIdentity"] == "second"
-        assert lease["spec"]["leaseTransitions"] == 1
-    finally:
-        await client.close()
+    await lease_handover(compat_plane)  # the same checks as against the pinned apiserver
 
 
 async def test_watch_resumes_from_its_resource_version(compat_plane: ControlPlane, compat_core: Any) -> None:
