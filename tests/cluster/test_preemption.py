@@ -105,7 +105,7 @@ def test_high_priority_pod_preempts_the_lowest_priority_victim_and_is_bound_ther
     priority_classes: dict[str, str],
     disruption_controller: None,
 ) -> None:
-    n1, n2 = two_full_nodes(core, namespace, nodes, priority_classes)
+    _, n2 = two_full_nodes(core, namespace, nodes, priority_classes)
     with running_scheduler(control_plane, scheduler_name) as port:
         core.create_namespaced_pod(
             namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
@@ -123,7 +123,6 @@ def test_high_priority_pod_preempts_the_lowest_priority_victim_and_is_bound_ther
         "0/2 nodes are available: 2 Insufficient cpu. "
         f"preemption: found a potential placement for pod on node {n2}, preempting 1 victims"
     )
-    assert n1
 
 
 def test_pdb_protected_pods_survive_when_another_candidate_exists(
