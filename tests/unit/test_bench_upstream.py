@@ -94,3 +94,25 @@ def test_throughput_as_upstreams_collector_samples_it() -> None:
     assert summary["p50"] == 5.0 and summary["p99"] == 10.0
     assert throughput_summary([])["average"] is None
     assert upstream_throughput([], 0.0, 10.0) == []
+
+
+def test_scaling_sizes_vary_upstreams_node_count_and_keep_anti_affinity_pods_placeable() -> None:
+    from scheduler.testing.bench.upstream_run import SCALING_CASES, at_nodes, scaling_markdown
+
+    basic, anti = select(upstream_workloads(), list(SCALING_CASES))
+    small = at_nodes(basic, 500)
+    assert small.key == "SchedulingBasic/5000Nodes_10000Pods@500Nodes"
+    assert small.params == {"initNodes": 500, "initPods": 1000, "measurePods": 10000}
+    assert basic.params["initNodes"] == 5000  # the original is left as upstream wrote it
+    # Required anti-affinity on the hostname: never more pods than nodes can take one each.
+    for nodes in (500, 1000, 2000):
+        sized = at_nodes(anti, nodes)
+        assert sized.params["initPods"] + sized.params["measurePods"] <= nodes
+        assert sized.params["measurePods"] == 2 * sized.params["initPods"]
+    assert at_nodes(anti, 15000).params == {"initNodes": 15000, "initPods": 1000, "measurePods": 2000}
+    rows = [
+        {"workload": f"{basic.key}@{n}Nodes", "scheduler": kind, "cpu_ms_per_pod": ms}
+        for n, kind, ms in [(500, "ours", 1.0), (500, "kube", 2.0), (5000, "ours", 3.0), (5000, "kube", 2.0)]
+    ]
+    table = scaling_markdown({"runs": rows})
+    assert "| 500 | 1.00 | 2.00 | 0.50 |" in table and "| 5000 | 3.00 | 2.00 | 1.50 |" in table

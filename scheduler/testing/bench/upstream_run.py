@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import datetime
 import json
 import time
@@ -32,7 +33,7 @@ import yaml
 from plugins.registry import IN_TREE
 from scheduler.testing.bench import report
 from scheduler.testing.bench.rawapi import RawApi
-from scheduler.testing.bench.runner import RESULTS_DIR, cpu_seconds, peak_rss_mib
+from scheduler.testing.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
 from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind
 from scheduler.testing.bench.upstream import (
     KIND_PATHS,
@@ -52,6 +53,11 @@ from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versi
 CREATORS = 32
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
+# --scaling: the issue's two test cases at these cluster sizes (initNodes), ours and kube-scheduler.
+SCALING_CASES = ("SchedulingBasic/5000Nodes_10000Pods", "SchedulingPodAntiAffinity/5000Nodes_2000Pods")
+SCALING_NODES = (500, 1000, 2000, 5000, 15000)
+# Pods (initial + measured) per node at most for a --scaling size, where a case needs it.
+PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -147,8 +153,11 @@ class Executor:
         running: Running,
         scale: float,
         timeout: float,
+        profile: Path | None = None,
     ) -> None:
         self.api = api
+        self.profile = profile  # py-spy's collapsed stacks of the measured phases go here
+        self._profiler: Profiler | None = None
         self.workload = workload
         self.case: TestCase = workload.case
         self.kind = kind
@@ -204,6 +213,8 @@ class Executor:
             histogram_before=report.histogram_buckets(metrics, ATTEMPT_HISTOGRAM) if metrics else {},
         )
         self.pods.collectors.append(self._current)
+        if self.profile is not None and self._profiler is None and not self.profile.exists():
+            self._profiler = Profiler(self.running.pid, self.profile)
 
     def stop_collecting(self) -> None:
         collector = self._current
@@ -213,6 +224,9 @@ class Executor:
         self.pods.collectors.remove(collector)
         stopped = time.monotonic()
         cpu = cpu_seconds(self.running.pid) - collector.cpu_before
+        if self._profiler is not None:
+            self._profiler.stop()
+            self._profiler = None
         metrics = self.running.metrics() if self.running.metrics else ""
         after = report.histogram_buckets(metrics, ATTEMPT_HISTOGRAM) if metrics else {}
         samples = upstream_throughput(collector.scheduled_at, collector.started, stopped)
@@ -408,7 +422,9 @@ class Executor:
         self.stop_collecting()
 
 
-def run_workload(workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float) -> dict[str, Any]:
+def run_workload(
+    workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float, profile: Path | None = None
+) -> dict[str, Any]:
     """One upstream workload against one scheduler on a fresh control plane; its result row."""
     row: dict[str, Any] = {
         "workload": workload.key,
@@ -424,7 +440,7 @@ def run_workload(workload: UpstreamWorkload, kind: SchedulerKind, *, scale: floa
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
-                    executor = Executor(api, workload, kind, running, scale, timeout)
+                    executor = Executor(api, workload, kind, running, scale, timeout, profile)
                     await executor.run()
                     return executor.phases
 
@@ -448,6 +464,79 @@ def run_workload(workload: UpstreamWorkload, kind: SchedulerKind, *, scale: floa
         row["error"] = f"{type(err).__name__}: {err}"
     row["wall_seconds"] = time.monotonic() - began
     return row
+
+
+def at_nodes(workload: UpstreamWorkload, nodes: int) -> UpstreamWorkload:
+    """The workload with upstream's `initNodes` parameter set to `nodes` (its pods as they are)."""
+    if "initNodes" not in workload.params:
+        raise UpstreamError(f"{workload.key} has no initNodes parameter to vary")
+    params = {**workload.params, "initNodes": nodes}
+    share = PODS_PER_NODE_CAP.get(workload.case.name)
+    if share is not None:
+        # One pod per node at most (required anti-affinity on the hostname): shrink both pod counts
+        # alike, as upstream's own 500Nodes workload does (100 + 400 pods).
+        pods = int(params["initPods"]) + int(params["measurePods"])
+        factor = min(1.0, share * nodes / pods)
+        params["initPods"] = max(1, int(int(params["initPods"]) * factor))
+        params["measurePods"] = max(1, int(int(params["measurePods"]) * factor))
+    return dataclasses.replace(workload, name=f"{workload.name}@{nodes}Nodes", params=params)
+
+
+def _scaling_points(results: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """case -> scheduler -> [(nodes, CPU ms per pod)], from the rows of a --scaling run."""
+    points: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for run in results["runs"]:
+        base, _, nodes = run["workload"].partition("@")
+        if nodes and run.get("cpu_ms_per_pod"):
+            points[base][run["scheduler"]].append((int(nodes.removesuffix("Nodes")), run["cpu_ms_per_pod"]))
+    return points
+
+
+def scaling_markdown(results: Mapping[str, Any]) -> str:
+    lines = ["## CPU ms per bound pod by cluster size", ""]
+    for case, by_kind in _scaling_points(results).items():
+        sizes = sorted({n for pts in by_kind.values() for n, _ in pts})
+        lines += [
+            f"### {case}",
+            "",
+            "| nodes | " + " | ".join(by_kind) + " | ours ÷ kube |",
+            "|--:|" + "--:|" * (len(by_kind) + 1),
+        ]
+        for size in sizes:
+            values = {kind: dict(pts).get(size) for kind, pts in by_kind.items()}
+            cells = " | ".join(_fmt(v, 2) for v in values.values())
+            lines.append(f"| {size} | {cells} | {_ratio(values.get('ours'), values.get('kube'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def scaling_plot(results: Mapping[str, Any], out_dir: Path) -> list[str]:
+    """One PNG per case: CPU ms per pod against nodes, a line per scheduler; [] without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib (pip install -e '.[bench]'): scaling plot left out", flush=True)
+        return []
+    written = []
+    for case, by_kind in _scaling_points(results).items():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for kind, pts in by_kind.items():
+            xs, ys = zip(*sorted(pts), strict=True)
+            ax.plot(xs, ys, marker="o", label=kind)
+        ax.set_xscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel("CPU ms per bound pod")
+        ax.set_title(f"{case}: cost per pod as the cluster grows")
+        ax.legend()
+        ax.grid(True, which="both", alpha=0.3)
+        name = f"scaling-{case.replace('/', '_')}.png"
+        fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(name)
+    return written
 
 
 def _fmt(value: Any, digits: int = 0) -> str:
@@ -516,14 +605,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a createPods/barrier may wait")
     parser.add_argument("--list", action="store_true", help="list the chosen workloads and skip reasons, run nothing")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--profile", action="store_true", help="py-spy profile of ours over its first measured phase")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help=f"{' and '.join(SCALING_CASES)} at {', '.join(map(str, SCALING_NODES))} nodes, ours and kube-scheduler",
+    )
+    parser.add_argument("--scaling-nodes", default=",".join(map(str, SCALING_NODES)), help="node counts of --scaling")
     args = parser.parse_args(argv)
-    scale = 1.0 if args.full else args.scale
+    scale = 1.0 if args.full or args.scaling else args.scale
     try:
-        chosen = select(upstream_workloads(), [c for c in args.cases.split(",") if c], args.label)
+        if args.scaling:
+            sizes = [int(n) for n in args.scaling_nodes.split(",") if n]
+            chosen = [
+                at_nodes(workload, nodes)
+                for workload in select(upstream_workloads(), SCALING_CASES, [])
+                for nodes in sizes
+            ]
+        else:
+            chosen = select(upstream_workloads(), [c for c in args.cases.split(",") if c], args.label)
     except UpstreamError as err:
         parser.error(str(err))
     known = {kind.key: kind for kind in SCHEDULERS}
     kinds = [known[k.strip()] for k in args.schedulers.split(",") if k.strip() in known]
+    if args.scaling:
+        kinds = [kind for kind in kinds if kind.key != "null"]
     ours = [module.NAME for module in IN_TREE]
     runnable, skipped = [], []
     for workload in chosen:
@@ -548,10 +654,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs": [],
         "skipped": skipped,
     }
+    kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
+    out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
     for workload in runnable:
         for kind in kinds:
             print(f"{workload.key} / {kind.title} (scale {scale})", flush=True)
-            row = run_workload(workload, kind, scale=scale, timeout=args.timeout)
+            profile = (
+                out_dir / f"profile-{workload.key.replace('/', '_')}.txt"
+                if args.profile and kind.key == "ours"
+                else None
+            )
+            if profile is not None:
+                profile.unlink(missing_ok=True)
+            row = run_workload(workload, kind, scale=scale, timeout=args.timeout, profile=profile)
+            if profile is not None and profile.exists():
+                with profile.open() as collapsed:
+                    profile.with_suffix(".md").write_text(
+                        f"# py-spy profile of ours on {workload.key} (first measured phase)\n\n"
+                        + report.profile_summary(collapsed)
+                    )
             print(
                 f"  {row.get('error') or ''}"
                 f"{_fmt(row.get('throughput_avg'))} pods/s avg, CPU {_fmt(row.get('cpu_ms_per_pod'), 2)} ms/pod, "
@@ -559,11 +681,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
             results["runs"].append(row)
-    out_dir = args.results_dir / f"{results['date']}-upstream"
-    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(results)
+    if args.scaling:
+        text += "\n" + scaling_markdown(results)
+        for name in scaling_plot(results, out_dir):
+            text += f"\n![{name}]({name})\n"
     (out_dir / "results.md").write_text(text)
-    (args.results_dir / "latest-upstream.md").write_text(text)
+    (args.results_dir / ("latest-scaling.md" if args.scaling else "latest-upstream.md")).write_text(text)
     print(text)
     return 1 if any(run.get("error") for run in results["runs"]) else 0
