@@ -28,7 +28,7 @@ import structlog
 from aiohttp import web
 
 from plugins.registry import in_tree_registry
-from scheduler import metrics, serving
+from scheduler import gctune, metrics, serving
 from scheduler.api.client import ApiClient
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
@@ -362,6 +362,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     nodes = Reflector(client, "/api/v1/nodes", informers.on_node)
     try:
         await _prime(client, informers, nodes, pods)
+        gctune.freeze_startup_heap()
         tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
         tasks.append(asyncio.create_task(nodes.run(listed=True), name="node-watch"))
         tasks.append(

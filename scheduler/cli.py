@@ -9,7 +9,7 @@ import sys
 
 import structlog
 
-from scheduler import logs
+from scheduler import gctune, logs
 from scheduler.api.client import ApiError
 from scheduler.api.http import KubeconfigError
 from scheduler.api.leaderelection import LeadershipLost
@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 loop.add_signal_handler(sig, stop.set)
             await run(options, stop)
 
+        gctune.configure()
         try:
             asyncio.run(main_async())
         except LeadershipLost as exc:

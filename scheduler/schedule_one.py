@@ -189,6 +189,7 @@ class Scheduler:
             fw.handle.nominator = self.nominator
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
+        self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
@@ -404,7 +405,10 @@ class Scheduler:
             passes = mask[order]
             passing = np.flatnonzero(passes)
             processed = int(passing[to_find - 1]) + 1 if len(passing) >= to_find else num_nodes
-            feasible = [infos[row] for row in order[passing[:to_find]].tolist()]
+            feasible_rows = order[passing[:to_find]]
+            feasible = [infos[row] for row in feasible_rows.tolist()]
+            # prioritize_nodes needs these rows of the table again: keep them with the list they index.
+            self._feasible_rows = (feasible, feasible_rows)
             rejected = order[:processed][~passes[:processed]].tolist()
             for row in rejected:
                 self._record_rejection(fw, state, pod, infos[row], fw.run_filter(state, pod, infos[row]), diagnosis)
@@ -491,8 +495,12 @@ class Scheduler:
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
             raise PluginError(status.message)
-        position = self.snapshot.position
-        rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
+        known, self._feasible_rows = self._feasible_rows, None
+        if known is not None and known[0] is nodes:
+            rows = known[1]
+        else:
+            position = self.snapshot.position
+            rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
         totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
         if status is not None:
             raise PluginError(status.message)

@@ -11,7 +11,6 @@ timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. 
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import time
 import urllib.parse
@@ -25,6 +24,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from scheduler import __version__, metrics
+from scheduler.api import codec
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
@@ -118,12 +118,12 @@ def load_connection(kubeconfig: str | None) -> Connection:
 
 
 def _observe_request(
-    method: str, host: str, started: float, data: str | None, status: int | None, response_size: int | None
+    method: str, host: str, started: float, data: bytes | None, status: int | None, response_size: int | None
 ) -> None:
     """client-go's rest_client_* for one request; `status` None for a request that got no response."""
     metrics.rest_client_requests.labels("<error>" if status is None else str(status), method, host).inc()
     metrics.rest_client_request_duration.labels(method, host).observe(time.perf_counter() - started)
-    metrics.rest_client_request_size.labels(method, host).observe(len(data.encode()) if data else 0)
+    metrics.rest_client_request_size.labels(method, host).observe(len(data) if data else 0)
     if response_size is not None:
         metrics.rest_client_response_size.labels(method, host).observe(response_size)
 
@@ -255,7 +255,7 @@ class HttpApiClient:
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
-        data = json.dumps(body) if body is not None else None
+        data = codec.dumps(body) if body is not None else None
         started = time.perf_counter()
         if self._rate_limiter is not None:
             await self._rate_limiter.wait()
@@ -266,19 +266,20 @@ class HttpApiClient:
             async with self._get_session().request(
                 method, self._conn.host + path, data=data, headers=headers, timeout=self._timeout
             ) as resp:
-                text = await resp.text()
-                _observe_request(method, self._conn.host_label, started, data, resp.status, len(await resp.read()))
+                raw = await resp.read()
+                _observe_request(method, self._conn.host_label, started, data, resp.status, len(raw))
                 if resp.status == 401:
                     self._conn.invalidate_auth()
                 if resp.status >= 400:
+                    text = raw.decode(errors="replace")
                     reason, message = "", text
                     try:
-                        status = json.loads(text)
+                        status = codec.loads(raw)
                         reason, message = status.get("reason", ""), status.get("message", text)
-                    except ValueError:
+                    except (ValueError, AttributeError):
                         pass
                     raise ApiError(resp.status, message, reason, _retry_after(resp))
-                return json.loads(text) if text else None
+                return codec.loads(raw) if raw.strip() else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             _observe_request(method, self._conn.host_label, started, data, None, None)
             raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc

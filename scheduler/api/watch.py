@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
+from scheduler.api import codec
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient
 
@@ -105,9 +105,11 @@ class Reflector:
         ) as chunks:
             async for chunk in chunks:
                 buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip() and not self._dispatch(json.loads(line)):
+                if b"\n" not in chunk:
+                    continue
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip() and not self._dispatch(codec.loads(line)):
                         return False
         return True
 

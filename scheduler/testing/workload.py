@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +44,10 @@ def running_scheduler_process(
     config: Path | None = None,
     extra_args: tuple[str, ...] = (),
     python_path: tuple[Path, ...] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[SchedulerProcess]:
-    """Like running_scheduler, but yields the whole SchedulerProcess (the benchmarks read its pid)."""
+    """Like running_scheduler, but yields the whole SchedulerProcess (the benchmarks read its pid);
+    `env` adds environment variables (a benchmark variant's settings)."""
     (port,) = free_ports(1)
     log_path = plane.log_dir / f"scheduler-{scheduler_name}.log"
     args = [
@@ -66,10 +68,10 @@ def running_scheduler_process(
     args += ["--config", str(config)] if config else ["--scheduler-name", scheduler_name]
     args += list(extra_args)
     with log_path.open("wb") as log:
-        env = os.environ.copy()
+        environ = {**os.environ, **(env or {})}
         if python_path:
-            env["PYTHONPATH"] = os.pathsep.join([*map(str, python_path), env.get("PYTHONPATH", "")])
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+            environ["PYTHONPATH"] = os.pathsep.join([*map(str, python_path), environ.get("PYTHONPATH", "")])
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=environ)
     try:
         wait_for(lambda: _ready(port, proc, log_path), timeout=30, what="scheduler /readyz")
         yield SchedulerProcess(port=port, pid=proc.pid, log_path=log_path)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ssl
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
@@ -42,11 +42,27 @@ class SchedulerKind:
 
 
 @contextmanager
-def _ours(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
+def _ours(plane: ControlPlane, scheduler_name: str, env: Mapping[str, str] | None = None) -> Iterator[Running]:
     # The same client rate limit as the kube-scheduler peer (clientConnection qps/burst 5000).
     extra = ("--no-leader-elect", "--kube-api-qps=5000", "--kube-api-burst=5000")
-    with running_scheduler_process(plane, scheduler_name, extra_args=extra) as process:
+    with running_scheduler_process(plane, scheduler_name, extra_args=extra, env=env) as process:
         yield Running(process.pid, lambda: metrics_text(process.port))
+
+
+def ours_variant(spec: str) -> SchedulerKind:
+    """`LABEL:NAME=VALUE[,NAME=VALUE]`: ours with those environment variables, as scheduler
+    `ours-LABEL` (an A/B of one setting in the same run, e.g. `stdjson:SECONDARY_SCHEDULER_JSON=stdlib`)."""
+    label, _, assignments = spec.partition(":")
+    env = dict(pair.split("=", 1) for pair in assignments.split(",") if "=" in pair)
+    if not label or not env:
+        raise ValueError(f"--ours-variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE]")
+    return SchedulerKind(
+        f"ours-{label}",
+        f"secondary-scheduler ({assignments})",
+        f"bench-ours-{label}",
+        True,
+        lambda plane, name: _ours(plane, name, env),
+    )
 
 
 def _unverified_loopback() -> ssl.SSLContext:

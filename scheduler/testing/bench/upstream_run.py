@@ -34,7 +34,7 @@ from plugins.registry import IN_TREE
 from scheduler.testing.bench import report
 from scheduler.testing.bench.rawapi import RawApi
 from scheduler.testing.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
-from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind
+from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
 from scheduler.testing.bench.upstream import (
     KIND_PATHS,
     TestCase,
@@ -582,6 +582,29 @@ def markdown(results: Mapping[str, Any]) -> str:
             f"{_fmt(ours.get('attempt_p50_ms'), 1)}/{_fmt(ours.get('attempt_p99_ms'), 1)} | "
             f"{_fmt(kube.get('attempt_p50_ms'), 1)}/{_fmt(kube.get('attempt_p99_ms'), 1)} |"
         )
+    variants = [
+        (name, key, run)
+        for name, runs in by_workload.items()
+        for key, run in runs.items()
+        if key.startswith("ours-") and not run.get("error")
+    ]
+    if variants:
+        lines += [
+            "",
+            "Variants of ours (the same workload in the same run; ÷ ours compares with the row above):",
+            "",
+            "| workload | variant | pods/s avg | CPU ms/pod | ours CPU ÷ variant CPU | ours ÷ variant pods/s"
+            " | peak RSS MiB |",
+            "|---|---|--:|--:|--:|--:|--:|",
+        ]
+        for name, _key, run in variants:
+            ours = by_workload[name].get("ours", {})
+            lines.append(
+                f"| {name} | {run['title']} | {_fmt(run.get('throughput_avg'))} | "
+                f"{_fmt(run.get('cpu_ms_per_pod'), 2)} | "
+                f"{_ratio(ours.get('cpu_ms_per_pod'), run.get('cpu_ms_per_pod'))} | "
+                f"{_ratio(ours.get('throughput_avg'), run.get('throughput_avg'))} | {_fmt(run.get('peak_rss_mib'))} |"
+            )
     errors = [f"- {r['workload']} / {r['title']}: {r['error']}" for r in results["runs"] if r.get("error")]
     if errors:
         lines += ["", "Errors:", *errors]
@@ -605,6 +628,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a createPods/barrier may wait")
     parser.add_argument("--list", action="store_true", help="list the chosen workloads and skip reasons, run nothing")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument(
+        "--ours-variant",
+        action="append",
+        default=[],
+        metavar="LABEL:NAME=VALUE[,NAME=VALUE]",
+        help="also run ours with these environment variables, as scheduler ours-LABEL (repeatable)",
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy profile of ours over its first measured phase")
     parser.add_argument(
         "--scaling",
@@ -628,6 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(err))
     known = {kind.key: kind for kind in SCHEDULERS}
     kinds = [known[k.strip()] for k in args.schedulers.split(",") if k.strip() in known]
+    try:
+        variants = [ours_variant(spec) for spec in args.ours_variant]
+    except ValueError as err:
+        parser.error(str(err))
+    position = next((i + 1 for i, kind in enumerate(kinds) if kind.key == "ours"), len(kinds))
+    kinds[position:position] = variants
     if args.scaling:
         kinds = [kind for kind in kinds if kind.key != "null"]
     ours = [module.NAME for module in IN_TREE]
