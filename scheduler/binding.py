@@ -35,22 +35,24 @@ async def binding_cycle(
     host: str,
     started: float,
 ) -> None:
-    metrics.goroutines.labels(metrics.BINDING).inc()
+    metrics.child(metrics.goroutines, metrics.BINDING).inc()
     try:
         if not await _bind(sched, fw, state, info, assumed, host, started):
             return
         # The apiserver accepted the Binding: final. Nothing below can undo it (as upstream, PostBind
         # has no failure path and the Scheduled event is fire-and-forget).
         sched.cache.finish_binding(assumed)
-        metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
-        metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(time.perf_counter() - started)
+        metrics.child(metrics.schedule_attempts, "scheduled", fw.profile_name).inc()
+        metrics.child(metrics.scheduling_attempt_duration, "scheduled", fw.profile_name).observe(
+            time.perf_counter() - started
+        )
         metrics.pod_scheduling_attempts.observe(info.attempts)
         if info.was_flushed_from_unschedulable:
             metrics.pod_scheduled_after_flush.inc()
         if info.initial_attempt_timestamp is not None:
-            metrics.pod_scheduling_sli_duration.labels("15+" if info.attempts >= 15 else str(info.attempts)).observe(
-                time.monotonic() - info.initial_attempt_timestamp
-            )
+            metrics.child(
+                metrics.pod_scheduling_sli_duration, "15+" if info.attempts >= 15 else str(info.attempts)
+            ).observe(time.monotonic() - info.initial_attempt_timestamp)
         try:
             fw.run_post_bind(state, assumed, host)
         except Exception as exc:
@@ -60,7 +62,7 @@ async def binding_cycle(
             assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
         )
     finally:
-        metrics.goroutines.labels(metrics.BINDING).dec()
+        metrics.child(metrics.goroutines, metrics.BINDING).dec()
         sched.queue.done(assumed.uid)
 
 
@@ -95,11 +97,11 @@ async def _bind(
         return False
     if status is None:
         return True
-    metrics.binding_cycle_failures.labels(point).inc()
+    metrics.child(metrics.binding_cycle_failures, point).inc()
     _undo(sched, fw, state, info, assumed, host, status, waiting_rejected=point == "WaitOnPermit")
     result = "unschedulable" if status.is_rejection else "error"
-    metrics.schedule_attempts.labels(result, fw.profile_name).inc()
-    metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+    metrics.child(metrics.schedule_attempts, result, fw.profile_name).inc()
+    metrics.child(metrics.scheduling_attempt_duration, result, fw.profile_name).observe(time.perf_counter() - started)
     return False
 
 

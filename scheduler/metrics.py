@@ -38,6 +38,19 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
 
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, remembered: the hot path asks for the same few children for every
+    pod, and prometheus_client's labels() validates and locks on each call. Every metric is a
+    module-level object that lives as long as the process, so its id() is a stable key."""
+    key = (id(metric), values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*values)
+    return found
+
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
     """Prometheus' ExponentialBuckets, multiplied step by step as Go does (so the bounds are the
@@ -367,7 +380,7 @@ class AsyncRecorder:
     def flush(self) -> None:
         buffer, self._buffer = self._buffer, []
         for histogram, labels, value in buffer:
-            histogram.labels(*labels).observe(value)
+            child(histogram, *labels).observe(value)
 
     async def run(self) -> None:
         """Flush every ASYNC_FLUSH_INTERVAL seconds until cancelled."""
@@ -387,11 +400,11 @@ def observe_plugin(state: Any, extension_point: str, plugin: str, status: Any, s
 
 def observe_event_handling(event: str, started: float) -> None:
     """scheduler_event_handling_duration_seconds for one informer event (`started` from perf_counter)."""
-    event_handling_duration.labels(event).observe(time.perf_counter() - started)
+    child(event_handling_duration, event).observe(time.perf_counter() - started)
 
 
 def observe_extension_point(extension_point: str, status: Any, profile: str, started: float) -> None:
-    framework_extension_point_duration.labels(extension_point, code_label(status), profile).observe(
+    child(framework_extension_point_duration, extension_point, code_label(status), profile).observe(
         time.perf_counter() - started
     )
 
@@ -445,7 +458,7 @@ S = TypeVar("S")
 
 def observed_permit_wait(status: S, started: float) -> S:
     """scheduler_permit_wait_duration_seconds for a pod that waited at Permit; returns `status`."""
-    permit_wait_duration.labels(code_label(status)).observe(time.perf_counter() - started)
+    child(permit_wait_duration, code_label(status)).observe(time.perf_counter() - started)
     return status
 
 

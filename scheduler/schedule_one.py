@@ -335,8 +335,10 @@ class Scheduler:
         return self.cache.is_assumed(pod.uid)
 
     def _observe(self, fw: Framework, result: str, started: float) -> None:
-        metrics.schedule_attempts.labels(result, fw.profile_name).inc()
-        metrics.scheduling_attempt_duration.labels(result, fw.profile_name).observe(time.perf_counter() - started)
+        metrics.child(metrics.schedule_attempts, result, fw.profile_name).inc()
+        metrics.child(metrics.scheduling_attempt_duration, result, fw.profile_name).observe(
+            time.perf_counter() - started
+        )
 
     def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
         self.cache.update_snapshot(self.snapshot)

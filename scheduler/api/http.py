@@ -121,11 +121,11 @@ def _observe_request(
     method: str, host: str, started: float, data: bytes | None, status: int | None, response_size: int | None
 ) -> None:
     """client-go's rest_client_* for one request; `status` None for a request that got no response."""
-    metrics.rest_client_requests.labels("<error>" if status is None else str(status), method, host).inc()
-    metrics.rest_client_request_duration.labels(method, host).observe(time.perf_counter() - started)
-    metrics.rest_client_request_size.labels(method, host).observe(len(data) if data else 0)
+    metrics.child(metrics.rest_client_requests, "<error>" if status is None else str(status), method, host).inc()
+    metrics.child(metrics.rest_client_request_duration, method, host).observe(time.perf_counter() - started)
+    metrics.child(metrics.rest_client_request_size, method, host).observe(len(data) if data else 0)
     if response_size is not None:
-        metrics.rest_client_response_size.labels(method, host).observe(response_size)
+        metrics.child(metrics.rest_client_response_size, method, host).observe(response_size)
 
 
 # The apiserver records this (up to the "/") as the field manager of every write we make.
@@ -259,7 +259,7 @@ class HttpApiClient:
         started = time.perf_counter()
         if self._rate_limiter is not None:
             await self._rate_limiter.wait()
-            metrics.rest_client_rate_limiter_duration.labels(method, self._conn.host_label).observe(
+            metrics.child(metrics.rest_client_rate_limiter_duration, method, self._conn.host_label).observe(
                 time.perf_counter() - started
             )
         try:
@@ -302,7 +302,7 @@ class HttpApiClient:
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS, sock_read=read_timeout),
             ) as resp:
-                metrics.rest_client_requests.labels(str(resp.status), method, self._conn.host_label).inc()
+                metrics.child(metrics.rest_client_requests, str(resp.status), method, self._conn.host_label).inc()
                 if resp.status >= 400:
                     text = await resp.text()
                     if resp.status == 401:

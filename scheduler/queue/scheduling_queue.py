@@ -201,7 +201,7 @@ class PriorityQueue:
 
     def _update_gauges(self) -> None:
         for queue, count in self.pending().items():
-            metrics.pending_pods.labels(queue).set(count)
+            metrics.child(metrics.pending_pods, queue).set(count)
 
     # ---- internal moves ----------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class PriorityQueue:
         item = _HeapItem(info, profile.less, next(self._seq))
         self._active_items[info.pod.uid] = item
         heapq.heappush(self._active, item)
-        metrics.queue_incoming_pods.labels(ACTIVE_Q, event).inc()
+        metrics.child(metrics.queue_incoming_pods, ACTIVE_Q, event).inc()
         if self._wakeup is not None:
             self._wakeup.set()
         return True
@@ -233,13 +233,13 @@ class PriorityQueue:
         info.gating_plugin = status.plugin
         info.unschedulable_plugins = {status.plugin} if status.plugin else set()
         self._unschedulable[info.pod.uid] = info
-        metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, event).inc()
+        metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, event).inc()
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         item = _BackoffItem(info, self.backoff_expiry(info), next(self._seq))
         self._backoff_items[info.pod.uid] = item
         heapq.heappush(self._error_backoff if info.error_backoff else self._backoff, item)
-        metrics.queue_incoming_pods.labels(BACKOFF_Q, event).inc()
+        metrics.child(metrics.queue_incoming_pods, BACKOFF_Q, event).inc()
         if self._wakeup is not None and not info.error_backoff:
             self._wakeup.set()  # an idle pop() may take it from backoffQ
 
@@ -333,7 +333,7 @@ class PriorityQueue:
             return None
         item = heapq.heappop(self._backoff)
         del self._backoff_items[item.info.pod.uid]
-        metrics.queue_incoming_pods.labels(ACTIVE_Q, POP_FROM_BACKOFF_Q).inc()
+        metrics.child(metrics.queue_incoming_pods, ACTIVE_Q, POP_FROM_BACKOFF_Q).inc()
         return item.info
 
     def close(self) -> None:
@@ -380,7 +380,7 @@ class PriorityQueue:
             queue = self._requeue(info, SCHEDULE_ATTEMPT_FAILURE, strategy)
         else:
             self._unschedulable[uid] = info
-            metrics.queue_incoming_pods.labels(UNSCHEDULABLE_Q, SCHEDULE_ATTEMPT_FAILURE).inc()
+            metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, SCHEDULE_ATTEMPT_FAILURE).inc()
             queue = UNSCHEDULABLE_Q
         self._prune_event_log()
         self._update_gauges()
