@@ -330,20 +330,17 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     def rate_limiter() -> TokenBucket | None:
         return TokenBucket(connection_config.qps, connection_config.burst) if connection_config.qps > 0 else None
 
-    client = HttpApiClient(connection, component=config.profiles[0].scheduler_name, rate_limiter=rate_limiter())
+    client = HttpApiClient(connection, rate_limiter=rate_limiter())
     # Its own small pool and limiter (as kube-scheduler's event client): Events never take a
     # connection or a token a bind or status patch is waiting for.
     event_client = HttpApiClient(
         connection,
-        component=config.profiles[0].scheduler_name,
         max_connections=EVENT_WRITERS,
         rate_limiter=rate_limiter(),
     )
     # And one for the Lease (kube-scheduler's leader-election client): a renewal must never queue
     # behind binds for a token or a connection, or a busy leader misses its renew deadline.
-    lease_client = HttpApiClient(
-        connection, component=config.profiles[0].scheduler_name, max_connections=2, rate_limiter=rate_limiter()
-    )
+    lease_client = HttpApiClient(connection, max_connections=2, rate_limiter=rate_limiter())
     namespaces: dict[str, Mapping[str, str]] = {}
     scheduler = build_scheduler(config, registry, client, namespaces, options.assumed_pod_ttl, event_client)
     informers = Informers(scheduler, namespaces)

@@ -134,7 +134,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
 
 
 async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    client = HttpApiClient(load_connection(kubeconfig), component="secondary-scheduler-explain")
+    client = HttpApiClient(load_connection(kubeconfig))
     try:
         raw_pod = await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
         selector = "status.phase!=Succeeded,status.phase!=Failed"

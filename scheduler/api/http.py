@@ -203,14 +203,12 @@ class HttpApiClient:
     def __init__(
         self,
         connection: Connection,
-        component: str,
         max_connections: int = 64,
         request_timeout: float = REQUEST_TIMEOUT_SECONDS,
         rate_limiter: TokenBucket | None = None,
     ) -> None:
         self._rate_limiter = rate_limiter
         self._conn = connection
-        self._component = component
         self._session: aiohttp.ClientSession | None = None
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)

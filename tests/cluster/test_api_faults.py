@@ -31,7 +31,7 @@ def proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
 
 def _client(proxy: FaultProxy, tmp_path: Path, request_timeout: float = 30.0) -> HttpApiClient:
     connection = load_connection(str(proxy.kubeconfig(tmp_path / "proxy.kubeconfig")))
-    return HttpApiClient(connection, component="test", request_timeout=request_timeout)
+    return HttpApiClient(connection, request_timeout=request_timeout)
 
 
 async def _until(check: Any, within: float, what: str) -> None:

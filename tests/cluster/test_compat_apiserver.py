@@ -102,7 +102,7 @@ async def test_lease_acquire_renew_release(compat_plane: ControlPlane) -> None:
 async def test_watch_resumes_from_its_resource_version(compat_plane: ControlPlane, compat_core: Any) -> None:
     namespace = f"watch-{uuid.uuid4().hex[:8]}"
     compat_core.create_namespace(k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=namespace)))
-    client = HttpApiClient(load_connection(str(compat_plane.kubeconfig)), component="test")
+    client = HttpApiClient(load_connection(str(compat_plane.kubeconfig)))
     seen: list[tuple[str, str]] = []
 
     def handler(kind: str, obj: Mapping[str, Any]) -> None:

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 
 
 async def test_one_leader_at_a_time_and_release_hands_over(control_plane: ControlPlane) -> None:
-    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)), component="test")
+    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)))
     name = f"lease-{uuid.uuid4().hex[:8]}"
     first = LeaseElector(client, "kube-system", name, "first", lease_duration=3, renew_deadline=2, retry_period=0.5)
     second = LeaseElector(client, "kube-system", name, "second", lease_duration=3, renew_deadline=2, retry_period=0.5)
@@ -37,7 +37,7 @@ async def test_one_leader_at_a_time_and_release_hands_over(control_plane: Contro
 
 
 async def test_a_dead_leaders_lease_is_taken_after_it_expires(control_plane: ControlPlane) -> None:
-    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)), component="test")
+    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)))
     name = f"lease-{uuid.uuid4().hex[:8]}"
     dead = LeaseElector(client, "kube-system", name, "dead", lease_duration=2, renew_deadline=1, retry_period=0.2)
     standby = LeaseElector(client, "kube-system", name, "standby", lease_duration=2, renew_deadline=1, retry_period=0.2)

@@ -235,7 +235,7 @@ def test_every_kube_scheduler_family_is_ours_or_not_applicable(
 
 
 async def test_leader_election_master_status_follows_the_lease(control_plane: ControlPlane) -> None:
-    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)), component="test")
+    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)))
     name = f"lease-{uuid.uuid4().hex[:8]}"
     elector = LeaseElector(client, "kube-system", name, "me", lease_duration=3, renew_deadline=2, retry_period=0.5)
     status = "leader_election_master_status"
@@ -253,7 +253,7 @@ async def test_leader_election_master_status_follows_the_lease(control_plane: Co
 
 async def test_rest_client_metrics_per_request_against_the_apiserver(control_plane: ControlPlane) -> None:
     connection = load_connection(str(control_plane.kubeconfig))
-    client = HttpApiClient(connection, component="test")
+    client = HttpApiClient(connection)
     host = connection.host_label
     missing = f"/api/v1/namespaces/default/pods/absent-{uuid.uuid4().hex[:8]}"
 

@@ -130,7 +130,7 @@ async def test_a_stale_report_never_overwrites_a_bind_and_a_fresh_one_lands(
     control_plane: ControlPlane, core: Any, namespace: str, nodes: NodeFactory
 ) -> None:
     node = nodes(f"{namespace}-n0", cpu="2")
-    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)), component="test")
+    client = HttpApiClient(load_connection(str(control_plane.kubeconfig)))
     sched = build_scheduler(default_config(), full_registry(), client, {})
     try:
         for name in ("stale", "fresh"):

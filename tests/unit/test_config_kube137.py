@@ -212,7 +212,7 @@ async def test_qps_really_limits_the_http_client() -> None:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     configuration = k8s_client.Configuration(host=f"http://127.0.0.1:{port}")
-    client = HttpApiClient(Connection(configuration), "test", rate_limiter=TokenBucket(qps=20, burst=2))
+    client = HttpApiClient(Connection(configuration), rate_limiter=TokenBucket(qps=20, burst=2))
     started = time.monotonic()
     try:
         await asyncio.gather(*(client.request("GET", "/api") for _ in range(8)))

@@ -334,7 +334,7 @@ async def test_a_request_that_gets_no_response_counts_as_error_like_client_go() 
     (port,) = free_ports(1)  # nothing listens there
     configuration = k8s_client.Configuration()
     configuration.host = f"http://127.0.0.1:{port}"
-    client = HttpApiClient(Connection(configuration), component="test")
+    client = HttpApiClient(Connection(configuration))
     labels = {"code": "<error>", "method": "GET", "host": f"127.0.0.1:{port}"}
     try:
         with pytest.raises(ApiError):
