@@ -13,6 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from scheduler.api import codec
 from scheduler.model.podresources import (
     DEFAULT_NON_MISSING,
     PodResources,
@@ -229,7 +230,43 @@ class Pod:
         )
 
 
-def _pod_requests(raw: Raw, key: str) -> tuple[Resource, int, int, Resource | None, Resource | None]:
+_RequestsResult = tuple[Resource, int, int, Resource | None, Resource | None]
+# Pods of one template (a Deployment's, a benchmark's) ask for the same: their requests are worked
+# out once. Keyed by every field PodResources reads (as JSON), bounded, values copied on the way out.
+_REQUESTS_MEMO: dict[bytes, _RequestsResult] = {}
+_REQUESTS_MEMO_SIZE = 4096
+
+
+def _pod_requests(raw: Raw, key: str) -> _RequestsResult:
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    try:
+        memo_key = codec.dumps(
+            [
+                spec.get("containers"),
+                spec.get("initContainers"),
+                spec.get("resources"),
+                spec.get("overhead"),
+                status.get("containerStatuses"),
+                status.get("initContainerStatuses"),
+                status.get("resources"),
+                status.get("allocatedResources"),
+                status.get("conditions"),
+            ]
+        )
+    except (TypeError, ValueError):
+        return _compute_pod_requests(raw, key)
+    found = _REQUESTS_MEMO.get(memo_key)
+    if found is None:
+        found = _compute_pod_requests(raw, key)  # an invalid pod raises, and is not remembered
+        if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_SIZE:
+            _REQUESTS_MEMO.clear()
+        _REQUESTS_MEMO[memo_key] = found
+    requests, nz_cpu, nz_mem, fit, scoring = found
+    return requests.copy(), nz_cpu, nz_mem, fit and fit.copy(), scoring and scoring.copy()
+
+
+def _compute_pod_requests(raw: Raw, key: str) -> _RequestsResult:
     """Requests as kube-scheduler 1.37 computes them (see scheduler.model.podresources).
 
     Returns the requests the cache accounts (pod-level resources and in-place resize status

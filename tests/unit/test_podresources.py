@@ -419,3 +419,22 @@ def test_pod_level_and_status_quantity_errors_name_the_field() -> None:
 
 def test_default_non_missing_is_kube_scheduler_default() -> None:
     assert dict(DEFAULT_NON_MISSING) == {"cpu": Decimal("0.1"), "memory": Decimal(200 * MI)}
+
+
+def test_pods_of_one_template_share_the_work_but_never_one_resource_object() -> None:
+    first = Pod.from_raw(pod([c("c1", cpu="1", memory="1Gi")]))
+    second = Pod.from_raw({**pod([c("c1", cpu="1", memory="1Gi")]), "metadata": {"name": "q", "namespace": "ns"}})
+    assert second.requests == first.requests and second.requests is not first.requests
+    first.requests.add(first.requests)  # the node cache adds and subtracts Resource objects in place
+    assert second.requests.milli_cpu == 1000
+    assert Pod.from_raw(pod([c("c1", cpu="1", memory="1Gi")])).requests.milli_cpu == 1000
+    # Same spec, a status that changes the answer: not the remembered one.
+    resized = Pod.from_raw(pod([c("c1", cpu="1")], statuses=[cs("c1", allocated={"cpu": "3"})]))
+    assert resized.requests.milli_cpu == 3000 and resized.fit_requests.milli_cpu == 1000
+
+
+def test_an_invalid_pod_is_refused_with_its_own_name_every_time() -> None:
+    bad = pod([c("a", cpu="lots")])
+    for name in ("p1", "p2"):
+        with pytest.raises(InvalidObject, match=f"pod ns/{name}: spec.containers"):
+            Pod.from_raw({**bad, "metadata": {"name": name, "namespace": "ns"}})
