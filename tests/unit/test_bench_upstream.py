@@ -116,3 +116,14 @@ def test_scaling_sizes_vary_upstreams_node_count_and_keep_anti_affinity_pods_pla
     ]
     table = scaling_markdown({"runs": rows})
     assert "| 500 | 1.00 | 2.00 | 0.50 |" in table and "| 5000 | 3.00 | 2.00 | 1.50 |" in table
+
+
+def test_an_ours_variant_is_ours_with_environment_settings() -> None:
+    from scheduler.testing.bench.schedulers import ours_variant
+
+    kind = ours_variant("stdjson:SECONDARY_SCHEDULER_JSON=stdlib,SECONDARY_SCHEDULER_GC=python")
+    assert kind.key == "ours-stdjson" and kind.scheduler_name == "bench-ours-stdjson" and kind.honours_constraints
+    assert "SECONDARY_SCHEDULER_GC=python" in kind.title
+    for bad in ("nolabel", ":A=1", "label:", "label:novalue"):
+        with pytest.raises(ValueError, match="LABEL:NAME=VALUE"):
+            ours_variant(bad)
