@@ -137,6 +137,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
         self.handle = handle
         self._terms_cache: dict[tuple[str, str], PodTerms] = {}
         self._counts: RowCountCache[TopologyPair] = RowCountCache()
+        self._scores: RowCountCache[TopologyPair] = RowCountCache()
 
     def existing_pod_terms(self, pod: Pod) -> PodTerms:
         """An existing pod's terms; a kind that fails to parse is left empty, as the cache's PodInfo does."""
@@ -284,9 +285,40 @@ class InterPodAffinity(CountingPreFilterExtensions):
         terms = parsed.with_namespaces_resolved(self.handle.namespaces)
         namespace_labels = self._namespace_labels(pod)
         topology_score: dict[str, dict[str, int]] = {}
+        snapshot = self.handle.snapshot
+        table: NodeTable | None = getattr(snapshot, "table", None)
+        section = json.dumps((pod.spec.get("affinity") or {}), sort_keys=True)
+        if table is not None and "namespaceSelector" not in section:
+            # As PreFilter: each node's weights are kept across cycles and recounted only when the
+            # node changed, so a cycle costs the nodes that changed, not every pod with affinity.
+            key = (
+                has_preferred,
+                pod.namespace,
+                frozenset(pod.labels.items()),
+                section,
+                frozenset(namespace_labels.items()),
+            )
+
+            def contributions(info: NodeInfo) -> list[tuple[int, TopologyPair, int]]:
+                node = info.node
+                if node is None or not node.labels:
+                    return []
+                per_node: dict[str, dict[str, int]] = {}
+                for other in (info.pods if has_preferred else info.pods_with_affinity).values():
+                    self._score_existing_pod(per_node, terms, namespace_labels, pod, other, node)
+                return [
+                    (0, (k, value), weight) for k, by_value in per_node.items() for value, weight in by_value.items()
+                ]
+
+            (weights,) = self._scores.get(key, table, 1, contributions)
+            for (topology_key, value), weight in weights.items():
+                topology_score.setdefault(topology_key, {})[value] = weight
+            if not topology_score:
+                return Status(Code.SKIP, plugin=NAME)
+            state.write(PRE_SCORE_KEY, _PreScoreState(topology_score))
+            return None
         # Without preferred terms of its own only pods with (anti-)affinity can count: the snapshot
         # keeps the nodes that have such pods, so most cycles look at few nodes, not all.
-        snapshot = self.handle.snapshot
         for info in snapshot.list() if has_preferred else snapshot.have_pods_with_affinity():
             node = info.node
             if node is None or not node.labels:

@@ -1093,3 +1093,47 @@ def test_events_registered() -> None:
         (EventResource.TARGET_POD, ActionType.UPDATE_POD_LABEL, False),  # kube's hint always says Queue
         (EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL, True),
     ]
+
+
+def test_pre_score_kept_across_cycles_equals_a_fresh_count() -> None:
+    """PreScore keeps each node's weights between cycles (recounting the nodes that changed): after
+    pods come and go, its scores are those a plugin seeing the cluster for the first time gives."""
+    from scheduler.api.fake import FakeApiClient
+    from scheduler.cache.cache import Cache
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.runtime import FrameworkHandle
+    from tests.builders import StaticNamespaces
+
+    zone_affinity = affinity_term("zone", label_selector({"color": "blue"}))
+    cache, snap = Cache(), Snapshot()
+    for i in range(6):
+        cache.add_or_update_node(make_node(f"n{i}").label("zone", f"z{i % 3}").obj())
+
+    def blue(node: str, name: str) -> Pod:
+        built = make_pod(name, "default").node(node).label("color", "blue").pod_affinity(zone_affinity)
+        return built.preferred_pod_affinity(3, affinity_term("zone", label_selector({"size": "big"}))).obj()
+
+    def scores(plugin: InterPodAffinity) -> tuple[Status | None, list[int]]:
+        state = CycleState()
+        incoming = make_pod("incoming", "default").label("color", "blue").pod_affinity(zone_affinity).obj()
+        status = plugin.pre_score(state, incoming, snap.list())
+        return status, run_score(plugin, state, incoming, snap.list()) if status is None else []
+
+    def fresh() -> InterPodAffinity:
+        return InterPodAffinity(parse_args({}), FrameworkHandle(FakeApiClient(), snap, StaticNamespaces({})))
+
+    kept = fresh()
+    cache.update_snapshot(snap)
+    status, _ = scores(kept)
+    assert status is not None and status.code == Code.SKIP  # no pod with affinity yet
+    added = [blue(node, f"b{i}") for i, node in enumerate(["n0", "n0", "n1", "n3", "n4"])]
+    for p_ in added:
+        cache.add_pod(p_)
+    cache.add_pod(make_pod("big", "default").node("n5").label("size", "big").obj())
+    for step in range(3):
+        cache.update_snapshot(snap)
+        got = scores(kept)
+        assert got == scores(fresh()), f"step {step}"
+        assert got[0] is None and any(got[1])
+        cache.remove_pod(added.pop().uid)
+    assert "b0" in {p.name for info in snap.list() for p in info.pods.values()}
