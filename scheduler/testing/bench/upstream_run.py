@@ -53,6 +53,26 @@ from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versi
 CREATORS = 32
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
+# The pod createPods makes when neither the op nor the test case names a template: upstream's
+# makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
+BASE_POD: Mapping[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"generateName": "pod-"},
+    "spec": {
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.2",
+                "ports": [{"containerPort": 80}],
+                "resources": {
+                    "limits": {"cpu": "100m", "memory": "500Mi"},
+                    "requests": {"cpu": "100m", "memory": "500Mi"},
+                },
+            }
+        ]
+    },
+}
 # --scaling: the two test cases at these cluster sizes (initNodes), ours and kube-scheduler.
 SCALING_CASES = ("SchedulingBasic/5000Nodes_10000Pods", "SchedulingPodAntiAffinity/5000Nodes_2000Pods")
 SCALING_NODES = (500, 1000, 2000, 5000, 15000)
@@ -314,7 +334,8 @@ class Executor:
     async def op_create_pods(self, index: int, op: Mapping[str, Any]) -> None:
         namespace = op.get("namespace") or f"namespace-{index}"
         await self.ensure_namespace(namespace)
-        template = self.template(op.get("podTemplatePath") or self.case.default_pod_template or "")
+        path = op.get("podTemplatePath") or self.case.default_pod_template
+        template = self.template(path) if path else BASE_POD
         count = self.count(op)
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)

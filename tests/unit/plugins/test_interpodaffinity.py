@@ -1101,8 +1101,7 @@ def test_pre_score_kept_across_cycles_equals_a_fresh_count() -> None:
     from scheduler.api.fake import FakeApiClient
     from scheduler.cache.cache import Cache
     from scheduler.cache.snapshot import Snapshot
-    from scheduler.framework.runtime import FrameworkHandle
-    from tests.builders import StaticNamespaces
+    from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
 
     zone_affinity = affinity_term("zone", label_selector({"color": "blue"}))
     cache, snap = Cache(), Snapshot()
