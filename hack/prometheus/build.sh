@@ -20,7 +20,7 @@ flock 9
 export GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
 log() { echo "[prometheus $(date +%H:%M:%S)] $*" >&2; }
 if ! [ -x "$bin/prometheus" ] || ! [ -x "$bin/promtool" ]; then
-  log "building prometheus and promtool $PROMETHEUS_VERSION -tags $PROMETHEUS_TAGS (cold: about 9 min on 2 cores)"
+  log "building prometheus and promtool $PROMETHEUS_VERSION -tags $PROMETHEUS_TAGS (cold: about 4 min on 2 cores)"
   start=$SECONDS
   tmp=$(mktemp -d)
   module="github.com/prometheus/prometheus"
