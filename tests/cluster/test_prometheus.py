@@ -52,6 +52,18 @@ def _promtool(bin_dir: Path, *args: str, stdin: str | None = None) -> subprocess
     )
 
 
+def test_both_binaries_carry_the_build_tags_their_cache_folder_is_named_by(prometheus_bin: Path) -> None:
+    # A cache folder named by version alone would hand an old untagged build to these tests.
+    folder = prometheus_bin.parent.name
+    assert folder.endswith("-remove_all_sd"), folder
+    for name in ("prometheus", "promtool"):
+        info = subprocess.run(
+            ["go", "version", "-m", str(prometheus_bin / name)], capture_output=True, text=True, check=True
+        )
+        tags = [line.split("=", 1)[1] for line in info.stdout.splitlines() if line.strip().startswith("build\t-tags=")]
+        assert tags == ["remove_all_sd"], info.stdout
+
+
 def test_alert_rules_check_and_unit_tests(prometheus_bin: Path) -> None:
     check = _promtool(prometheus_bin, "check", "rules", str(ALERTS))
     assert check.returncode == 0, check.stdout + check.stderr
