@@ -18,7 +18,7 @@ from scheduler.testing.bench.rawapi import RawApi
 from scheduler.testing.bench.runner import main
 from scheduler.testing.bench.schedulers import SCHEDULERS
 from scheduler.testing.bench.upstream import select, upstream_workloads
-from scheduler.testing.bench.upstream_run import Executor
+from scheduler.testing.bench.upstream_run import APISERVER_ARGS, Executor
 from scheduler.testing.bench.upstream_run import main as upstream_main
 from scheduler.testing.controlplane import ControlPlane
 
@@ -83,7 +83,10 @@ def test_upstream_volume_workload_creates_upstreams_pre_bound_volumes_and_csinod
     # each with its own claim and PV, bound as upstream's CreatePodWithPersistentVolume binds them.
     (workload,) = select(upstream_workloads(), ["SchedulingMigratedInTreePVs/5Nodes"])
     ours = next(kind for kind in SCHEDULERS if kind.key == "ours")
-    with ControlPlane(kwok=False) as plane, ours.start(plane, ours.scheduler_name) as running:
+    with (
+        ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
+        ours.start(plane, ours.scheduler_name) as running,
+    ):
 
         async def go() -> dict[str, Any]:
             async with RawApi(plane) as api:

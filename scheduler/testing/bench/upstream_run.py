@@ -89,6 +89,10 @@ SCALING_CASES = ("SchedulingBasic/5000Nodes_10000Pods", "SchedulingPodAntiAffini
 SCALING_NODES = (500, 1000, 2000, 5000, 15000)
 # Pods (initial + measured) per node at most for a --scaling size, where a case needs it.
 PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
+# scheduler_perf's apiserver (util.go) also runs without the Priority admission plugin: upstream's
+# templates set spec.priority themselves, which that plugin rejects. The flag adds to the control
+# plane's own --disable-admission-plugins list.
+APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -481,7 +485,10 @@ def run_workload(
     }
     began = time.monotonic()
     try:
-        with ControlPlane(kwok=False) as plane, kind.start(plane, kind.scheduler_name) as running:
+        with (
+            ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
+            kind.start(plane, kind.scheduler_name) as running,
+        ):
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
