@@ -141,3 +141,16 @@ def test_upstream_volume_workload_creates_upstreams_pre_bound_volumes_and_csinod
     # Each claim is used by exactly one pod.
     used = {(p["metadata"]["namespace"], p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]) for p in pods}
     assert used == expected
+
+
+def test_upstream_preemption_with_volumes_runs_with_upstreams_admission_plugins(tmp_path: Path) -> None:
+    # pod-high-priority.yaml sets spec.priority itself: only an apiserver without the Priority
+    # admission plugin (scheduler_perf's) takes it. Each of the 5 pods must preempt low ones.
+    args = ["--cases", "PreemptionPVs/5Nodes", "--schedulers", "ours", "--scale", "1", "--timeout", "120"]
+    assert upstream_main([*args, "--results-dir", str(tmp_path)]) == 0
+
+    (out_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    (run,) = json.loads((out_dir / "results.json").read_text())["runs"]
+    assert "error" not in run, run["error"]
+    (phase,) = run["phases"]
+    assert phase["scheduled"] == 5 and phase["namespaces"] == ["namespace-2"]
