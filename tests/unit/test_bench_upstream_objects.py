@@ -14,7 +14,6 @@ from scheduler.testing.bench.upstream_objects import (
     HOSTNAME_LABEL,
     MIGRATED_PLUGINS_ANNOTATION,
     allocatable_patch,
-    base_pod,
     bound,
     csi_node,
     named_nodes,
@@ -22,6 +21,7 @@ from scheduler.testing.bench.upstream_objects import (
     pod_with_volume,
     strategy_labels,
 )
+from scheduler.testing.bench.upstream_run import BASE_POD
 
 OURS = [module.NAME for module in IN_TREE]
 
@@ -55,11 +55,11 @@ def test_csi_volume_is_pre_bound_to_its_claim_and_named_per_namespace() -> None:
 
 
 def test_aws_volume_id_is_per_index_not_per_namespace_as_upstream_has_it() -> None:
-    pv, _, _ = pod_with_volume(template("pv-aws.yaml"), template("pvc.yaml"), base_pod(), "namespace-1", 3)
+    pv, _, _ = pod_with_volume(template("pv-aws.yaml"), template("pvc.yaml"), BASE_POD, "namespace-1", 3)
     assert pv["metadata"]["name"] == "namespace-1-vol-3"
     assert pv["spec"]["awsElasticBlockStore"] == {"volumeID": "vol-3"}
     assert "csi" not in pv["spec"]
-    other, _, _ = pod_with_volume(template("pv-aws.yaml"), template("pvc.yaml"), base_pod(), "namespace-2", 3)
+    other, _, _ = pod_with_volume(template("pv-aws.yaml"), template("pvc.yaml"), BASE_POD, "namespace-2", 3)
     assert other["spec"]["awsElasticBlockStore"]["volumeID"] == "vol-3"
 
 
@@ -67,15 +67,6 @@ def test_bound_sets_only_the_phase() -> None:
     created = {"metadata": {"name": "pvc-0", "resourceVersion": "5"}, "spec": {}, "status": {"phase": "Pending"}}
     assert bound(created) == {**created, "status": {"phase": "Bound"}}
     assert created["status"] == {"phase": "Pending"}
-
-
-def test_base_pod_is_scheduler_perfs_make_base_pod() -> None:
-    pod = base_pod()
-    assert pod["metadata"] == {"generateName": "pod-"}
-    (container,) = pod["spec"]["containers"]
-    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "500Mi"}
-    assert container["ports"] == [{"containerPort": 80}]
-    assert base_pod() is not base_pod()
 
 
 def test_nodes_are_named_from_generate_name_with_the_hostname_label() -> None:
