@@ -7,13 +7,20 @@ default sizes (minutes) or write into the repository's bench-results/.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scheduler.testing.bench.rawapi import RawApi
 from scheduler.testing.bench.runner import main
+from scheduler.testing.bench.schedulers import SCHEDULERS
+from scheduler.testing.bench.upstream import select, upstream_workloads
+from scheduler.testing.bench.upstream_run import APISERVER_ARGS, Executor
 from scheduler.testing.bench.upstream_run import main as upstream_main
+from scheduler.testing.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 
@@ -69,3 +76,81 @@ def test_upstream_workload_runs_verbatim_through_ours_and_the_null_binder(tmp_pa
     assert runs["ours"]["cpu_ms_per_pod"] > 0
     assert runs["ours"]["attempt_p50_ms"] is not None
     assert "SchedulingBasic/500Nodes" in (tmp_path / "latest-upstream.md").read_text()
+
+
+def test_upstream_volume_workload_creates_upstreams_pre_bound_volumes_and_csinodes() -> None:
+    # SchedulingMigratedInTreePVs/5Nodes through ours: 5 nodes with CSINodes, then 5 + 10 pods,
+    # each with its own claim and PV, bound as upstream's CreatePodWithPersistentVolume binds them.
+    (workload,) = select(upstream_workloads(), ["SchedulingMigratedInTreePVs/5Nodes"])
+    ours = next(kind for kind in SCHEDULERS if kind.key == "ours")
+    with (
+        ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
+        ours.start(plane, ours.scheduler_name) as running,
+    ):
+
+        async def go() -> dict[str, Any]:
+            async with RawApi(plane) as api:
+                await Executor(api, workload, ours, running, 1.0, 120).run()
+                seen = {}
+                for key, path in [
+                    ("nodes", "/api/v1/nodes"),
+                    ("csinodes", "/apis/storage.k8s.io/v1/csinodes"),
+                    ("pvs", "/api/v1/persistentvolumes"),
+                    ("pvcs", "/api/v1/persistentvolumeclaims"),
+                    ("pods", "/api/v1/pods"),
+                ]:
+                    status, body = await api.request("GET", path)
+                    assert status == 200
+                    seen[key] = body["items"]
+                return seen
+
+        seen = asyncio.run(go())
+
+    nodes = {n["metadata"]["name"]: n for n in seen["nodes"]}
+    assert len(nodes) == 5
+    for name, node in nodes.items():
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        # Upstream's allocatable patch goes to the node, not its status: the apiserver drops it.
+        assert "attachable-volumes-csi-ebs.csi.aws.com" not in node["status"]["allocatable"]
+    assert {c["metadata"]["name"] for c in seen["csinodes"]} == set(nodes)
+    for csinode in seen["csinodes"]:
+        (driver,) = csinode["spec"]["drivers"]
+        assert driver["name"] == "ebs.csi.aws.com" and driver["allocatable"] == {"count": 39}
+        assert csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"] == (
+            "kubernetes.io/aws-ebs"
+        )
+    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in seen["pvcs"]}
+    expected = {("namespace-1", f"pvc-{i}") for i in range(5)} | {("namespace-2", f"pvc-{i}") for i in range(10)}
+    assert set(claims) == expected
+    volumes = {v["metadata"]["name"]: v for v in seen["pvs"]}
+    assert len(volumes) == 15
+    for (namespace, name), claim in claims.items():
+        assert claim["status"]["phase"] == "Bound"
+        volume = volumes[claim["spec"]["volumeName"]]
+        index = name.removeprefix("pvc-")
+        assert volume["metadata"]["name"] == f"{namespace}-vol-{index}"
+        assert volume["status"]["phase"] == "Bound"
+        assert volume["spec"]["claimRef"]["namespace"] == namespace and volume["spec"]["claimRef"]["name"] == name
+        assert volume["spec"]["awsElasticBlockStore"]["volumeID"] == f"vol-{index}"
+    pods = [p for p in seen["pods"] if p["metadata"]["namespace"].startswith("namespace-")]
+    assert len(pods) == 15
+    for pod in pods:
+        assert pod["spec"]["nodeName"] in nodes
+        (volume,) = pod["spec"]["volumes"]
+        assert (pod["metadata"]["namespace"], volume["persistentVolumeClaim"]["claimName"]) in claims
+    # Each claim is used by exactly one pod.
+    used = {(p["metadata"]["namespace"], p["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]) for p in pods}
+    assert used == expected
+
+
+def test_upstream_preemption_with_volumes_runs_with_upstreams_admission_plugins(tmp_path: Path) -> None:
+    # pod-high-priority.yaml sets spec.priority itself: only an apiserver without the Priority
+    # admission plugin (scheduler_perf's) takes it. Each of the 5 pods must preempt low ones.
+    args = ["--cases", "PreemptionPVs/5Nodes", "--schedulers", "ours", "--scale", "1", "--timeout", "120"]
+    assert upstream_main([*args, "--results-dir", str(tmp_path)]) == 0
+
+    (out_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    (run,) = json.loads((out_dir / "results.json").read_text())["runs"]
+    assert "error" not in run, run["error"]
+    (phase,) = run["phases"]
+    assert phase["scheduled"] == 5 and phase["namespaces"] == ["namespace-2"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self
 
 import aiohttp
@@ -26,6 +26,17 @@ WatchHandler = Callable[[str, dict[str, Any], float], None]
 
 class ApiRequestError(RuntimeError):
     """The apiserver answered a request with an unexpected status."""
+
+
+async def run_concurrently(count: int, concurrency: int, job: Callable[[int], Awaitable[None]]) -> None:
+    """job(0) … job(count - 1), started in order by `concurrency` workers; the first error fails all."""
+    pending = iter(range(count))
+
+    async def worker() -> None:
+        for index in pending:
+            await job(index)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
 
 
 class RawApi:
@@ -46,10 +57,12 @@ class RawApi:
     async def __aexit__(self, *_exc: object) -> None:
         await self._session.close()
 
-    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        """(status, decoded JSON body or None)."""
+    async def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        """(status, decoded JSON body or None); `content_type` names a PATCH's patch type."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        headers = {"Content-Type": "application/json"} if body is not None else None
+        headers = {"Content-Type": content_type} if body is not None else None
         async with self._session.request(method, self._server + path, data=data, headers=headers) as response:
             raw = await response.read()
             return response.status, json.loads(raw) if raw else None
@@ -71,15 +84,13 @@ class RawApi:
     ) -> None:
         """POST every manifest with `concurrency` creators working through them in order;
         `on_created(index, created object, monotonic time)` after each 201."""
-        pending = iter(range(len(manifests)))
 
-        async def creator() -> None:
-            for index in pending:
-                created = await self.create(path, manifests[index])
-                if on_created is not None:
-                    on_created(index, created, time.monotonic())
+        async def create_one(index: int) -> None:
+            created = await self.create(path, manifests[index])
+            if on_created is not None:
+                on_created(index, created, time.monotonic())
 
-        await asyncio.gather(*(creator() for _ in range(min(concurrency, len(manifests)))))
+        await run_concurrently(len(manifests), concurrency, create_one)
 
     async def list_resource_version(self, path: str) -> str:
         """The collection's resourceVersion: where a watch that misses nothing starts."""

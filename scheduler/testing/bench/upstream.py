@@ -8,8 +8,9 @@ name and label, and saying why a workload cannot run here — a feature gate set
 K8S_VERSION's default, an opcode or option the executor does not have, a plugin ours lacks.
 
 Must never: change what a test case asks for. The only edits the executor makes to upstream's
-objects are `spec.schedulerName` on pods (each scheduler under test runs as its own profile) and an
-optional uniform `scale` of the parameterised counts, which the report states.
+objects are those scheduler_perf itself makes (upstream_objects.py), `spec.schedulerName` on pods
+(each scheduler under test runs as its own profile) and an optional uniform `scale` of the
+parameterised counts, which the report states.
 """
 
 from __future__ import annotations
@@ -214,7 +215,15 @@ def scaled(count: int, scale: float) -> int:
 
 
 def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
-    paths = [op.get(k) for k in ("nodeTemplatePath", "podTemplatePath", "templatePath", "namespaceTemplatePath")]
+    keys = (
+        "nodeTemplatePath",
+        "podTemplatePath",
+        "templatePath",
+        "namespaceTemplatePath",
+        "persistentVolumeTemplatePath",
+        "persistentVolumeClaimTemplatePath",
+    )
+    paths = [op.get(k) for k in keys]
     paths += list(op.get("templatePaths") or ())
     if op.get("opcode") == "createPods" and not op.get("podTemplatePath"):
         paths.append(case.default_pod_template)
@@ -249,11 +258,6 @@ def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | Non
         volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
         if volumes and "VolumeBinding" not in available:
             return "needs volume binding (VolumeBinding), which ours does not have yet"
-        if volumes:
-            return (
-                "creates a PersistentVolume and claim per pod (persistentVolume[Claim]TemplatePath), "
-                "which this harness does not do yet"
-            )
         if (op.get("nodeAllocatableStrategy") or {}).get("csiNodeAllocatable") and "NodeVolumeLimits" not in available:
             return "needs CSI volume limits (NodeVolumeLimits), which ours does not have yet"
         for template in _templates_of(op, case):

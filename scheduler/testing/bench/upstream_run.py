@@ -2,13 +2,15 @@
 
 Owns: executing a workload's operations in order on a fresh control plane with the scheduler
 under test already running (as scheduler_perf starts its scheduler before the first operation):
-nodes from upstream's node templates and prepare strategies, namespaces, pods (rapidly, then
+nodes from upstream's node templates and prepare strategies (CSINodes included), namespaces,
+pods, with a pre-bound PersistentVolume and claim each where the op asks (rapidly, then
 waiting until they are scheduled unless told not to), pod sets, arbitrary objects, barriers,
 sleeps, churn in the background, deletions, and the collectors that measure SchedulingThroughput
 as upstream computes it, plus the scheduler's CPU seconds, peak RSS and attempt latency over each
 measured phase; the `python -m scheduler.testing.bench upstream` command and its report.
 
-Must never: alter an object beyond `spec.schedulerName` of pods, or run two workloads at once.
+Must never: alter an object beyond what scheduler_perf itself does (upstream_objects.py) and
+`spec.schedulerName` of pods, or run two workloads at once.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import copy
 import dataclasses
 import datetime
 import json
+import random
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +34,7 @@ import yaml
 
 from plugins.registry import IN_TREE
 from scheduler.testing.bench import report
-from scheduler.testing.bench.rawapi import RawApi
+from scheduler.testing.bench.rawapi import RawApi, run_concurrently
 from scheduler.testing.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
 from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
 from scheduler.testing.bench.upstream import (
@@ -47,6 +49,15 @@ from scheduler.testing.bench.upstream import (
     throughput_summary,
     upstream_throughput,
     upstream_workloads,
+)
+from scheduler.testing.bench.upstream_objects import (
+    allocatable_patch,
+    bound,
+    csi_node,
+    named_nodes,
+    node_strategy,
+    pod_with_volume,
+    strategy_labels,
 )
 from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
@@ -78,6 +89,10 @@ SCALING_CASES = ("SchedulingBasic/5000Nodes_10000Pods", "SchedulingPodAntiAffini
 SCALING_NODES = (500, 1000, 2000, 5000, 15000)
 # Pods (initial + measured) per node at most for a --scaling size, where a case needs it.
 PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
+# scheduler_perf's apiserver (util.go) also runs without the Priority admission plugin: upstream's
+# templates set spec.priority themselves, which that plugin rejects. The flag adds to the control
+# plane's own --disable-admission-plugins list.
+APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -190,6 +205,7 @@ class Executor:
         self.background: list[asyncio.Task[None]] = []
         self.phases: list[dict[str, Any]] = []
         self._current: Collector | None = None
+        self.rng = random.Random()  # node names, as upstream's random suffixes
 
     # ---------------------------------------------------------------- helpers
 
@@ -286,45 +302,30 @@ class Executor:
 
     async def op_create_nodes(self, _index: int, op: Mapping[str, Any]) -> None:
         template = self.template(op.get("nodeTemplatePath") or DEFAULT_NODE_TEMPLATE)
-        count = self.count(op)
-        label = op.get("labelNodePrepareStrategy")
-        unique = op.get("uniqueNodeLabelStrategy")
-        allocatable = op.get("nodeAllocatableStrategy")
-        manifests = []
-        for i in range(count):
-            node = copy.deepcopy(template)
-            labels = node.setdefault("metadata", {}).setdefault("labels", {})
-            if label:
-                values = label["labelValues"]
-                labels[label["labelKey"]] = values[i % len(values)]
-            if unique:
-                labels[unique["labelKey"]] = str(uuid.uuid4())
-            if allocatable and allocatable.get("nodeAllocatable"):
-                status = node.setdefault("status", {})
-                status["allocatable"] = {**status.get("capacity", {}), **allocatable["nodeAllocatable"]}
-            manifests.append(node)
+        strategy = node_strategy(op)
+        nodes = named_nodes(template, self.count(op), self.rng)
+        for i, node in enumerate(nodes):
+            # Upstream patches these labels on after creating the node; the node ends up the same.
+            node["metadata"]["labels"].update(strategy_labels(strategy, i))
         created: list[dict[str, Any]] = []
-        await self.api.create_all("/api/v1/nodes", manifests, CREATORS, lambda _i, obj, _t: created.append(obj))
-        if allocatable and allocatable.get("csiNodeAllocatable"):
-            drivers = [
-                {"name": driver, "nodeID": n["metadata"]["name"], "allocatable": limits}
-                for n in created
-                for driver, limits in allocatable["csiNodeAllocatable"].items()
-            ]
-            migrated = ",".join(allocatable.get("migratedPlugins") or ())
-            csinodes = [
-                {
-                    "apiVersion": "storage.k8s.io/v1",
-                    "kind": "CSINode",
-                    "metadata": {
-                        "name": n["metadata"]["name"],
-                        "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": migrated},
-                    },
-                    "spec": {"drivers": [d for d in drivers if d["nodeID"] == n["metadata"]["name"]]},
-                }
-                for n in created
-            ]
-            await self.api.create_all("/apis/storage.k8s.io/v1/csinodes", csinodes, CREATORS)
+        await self.api.create_all("/api/v1/nodes", nodes, CREATORS, lambda _i, obj, _t: created.append(obj))
+        if strategy is None or strategy[0] != "nodeAllocatableStrategy":
+            return
+        spec = strategy[1]
+
+        async def prepare(i: int) -> None:
+            node = created[i]
+            name = node["metadata"]["name"]
+            patch = allocatable_patch(node, spec)
+            if patch is not None:
+                status, body = await self.api.request(
+                    "PATCH", f"/api/v1/nodes/{name}", patch, content_type="application/merge-patch+json"
+                )
+                if status != 200:
+                    raise UpstreamError(f"patching node {name}: HTTP {status}: {body}")
+            await self.api.create("/apis/storage.k8s.io/v1/csinodes", csi_node(name, spec))
+
+        await run_concurrently(len(created), CREATORS, prepare)
 
     async def op_create_namespaces(self, _index: int, op: Mapping[str, Any]) -> None:
         template = self.template(op["namespaceTemplatePath"]) if op.get("namespaceTemplatePath") else None
@@ -340,8 +341,11 @@ class Executor:
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)
         manifest = self.pod_manifest(template)
-        # Upstream's templates use generateName: one body makes `count` distinct pods.
-        await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", [manifest] * count, CREATORS)
+        if op.get("persistentVolumeClaimTemplatePath"):
+            await self.create_pods_with_volumes(op, namespace, manifest, count)
+        else:
+            # Upstream's templates use generateName: one body makes `count` distinct pods.
+            await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", [manifest] * count, CREATORS)
         if op.get("skipWaitToCompletion"):
             self.expected[namespace] = self.expected.get(namespace, 0) + count
         else:
@@ -352,6 +356,30 @@ class Executor:
             )
         if op.get("collectMetrics"):
             self.stop_collecting()
+
+    async def create_pods_with_volumes(
+        self, op: Mapping[str, Any], namespace: str, pod: Mapping[str, Any], count: int
+    ) -> None:
+        """Per pod, in upstream's order: the claim, its status Bound, the PV pre-bound to it, its
+        status Bound, then the pod using the claim (CreatePodWithPersistentVolume)."""
+        pv_template = self.template(op["persistentVolumeTemplatePath"])
+        pvc_template = self.template(op["persistentVolumeClaimTemplatePath"])
+        claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+        volumes = "/api/v1/persistentvolumes"
+
+        async def set_bound(collection: str, created: Mapping[str, Any]) -> None:
+            path = f"{collection}/{created['metadata']['name']}/status"
+            status, body = await self.api.request("PUT", path, bound(created))
+            if status != 200:
+                raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
+
+        async def create_one(index: int) -> None:
+            pv, pvc, manifest = pod_with_volume(pv_template, pvc_template, pod, namespace, index)
+            await set_bound(claims, await self.api.create(claims, pvc))
+            await set_bound(volumes, await self.api.create(volumes, pv))
+            await self.api.create(f"/api/v1/namespaces/{namespace}/pods", manifest)
+
+        await run_concurrently(count, CREATORS, create_one)
 
     async def op_create_pod_sets(self, index: int, op: Mapping[str, Any]) -> None:
         inner = dict(op["createPodsOp"])
@@ -457,7 +485,10 @@ def run_workload(
     }
     began = time.monotonic()
     try:
-        with ControlPlane(kwok=False) as plane, kind.start(plane, kind.scheduler_name) as running:
+        with (
+            ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
+            kind.start(plane, kind.scheduler_name) as running,
+        ):
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
