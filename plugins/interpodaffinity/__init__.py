@@ -138,6 +138,9 @@ class InterPodAffinity(CountingPreFilterExtensions):
         self._terms_cache: dict[tuple[str, str], PodTerms] = {}
         self._counts: RowCountCache[TopologyPair] = RowCountCache()
         self._scores: RowCountCache[TopologyPair] = RowCountCache()
+        # Label keys any existing pod's term selects on; bumped `_selector_epoch` when one is new.
+        self._selector_keys: set[str] = set()
+        self._selector_epoch = 0
 
     def existing_pod_terms(self, pod: Pod) -> PodTerms:
         """An existing pod's terms; a kind that fails to parse is left empty, as the cache's PodInfo does."""
@@ -147,11 +150,27 @@ class InterPodAffinity(CountingPreFilterExtensions):
         terms = self._terms_cache.get(key)
         if terms is None:
             terms, _ = parse_pod_terms(pod)
+            self._note_selector_keys(terms)
             if pod.resource_version:
                 if len(self._terms_cache) >= _TERMS_CACHE_LIMIT:
                     self._terms_cache.clear()
                 self._terms_cache[key] = terms
         return terms
+
+    def _note_selector_keys(self, terms: PodTerms) -> None:
+        every = [*terms.required_affinity, *terms.required_anti_affinity]
+        every += [w.term for w in (*terms.preferred_affinity, *terms.preferred_anti_affinity)]
+        keys = {r.key for term in every for r in term.selector.requirements}
+        if not keys <= self._selector_keys:
+            self._selector_keys |= keys
+            self._selector_epoch += 1
+
+    def _label_key(self, pod: Pod) -> tuple[int, frozenset[tuple[str, str]]]:
+        """The part of the pod's labels that existing pods' terms can see: only labels whose key some
+        term selects on (a selector reads no other key), with the epoch of that key set. Pods that
+        differ only in other labels (upstream's per-pod `signature`) share the kept counts."""
+        keys = self._selector_keys
+        return self._selector_epoch, frozenset(item for item in pod.labels.items() if item[0] in keys)
 
     def _namespace_labels(self, pod: Pod) -> Mapping[str, str]:
         return dict(self.handle.namespaces.labels(pod.namespace) or {})
@@ -177,7 +196,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
         if own_terms and table is not None and nodes is snapshot.list() and "namespaceSelector" not in section:
             # Every node's pods must be walked for the pod's own terms: keep the counts across
             # cycles and recount only nodes that changed (pods alike share them).
-            key = (pod.namespace, frozenset(pod.labels.items()), section, frozenset(namespace_labels.items()))
+            key = (pod.namespace, self._label_key(pod), section, frozenset(namespace_labels.items()))
 
             def contributions(info: NodeInfo) -> list[tuple[int, TopologyPair, int]]:
                 node = info.node
@@ -294,7 +313,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
             key = (
                 has_preferred,
                 pod.namespace,
-                frozenset(pod.labels.items()),
+                self._label_key(pod),
                 section,
                 frozenset(namespace_labels.items()),
             )

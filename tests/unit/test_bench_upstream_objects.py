@@ -137,3 +137,19 @@ def test_volume_cases_run_and_event_handling_pod_delete_says_what_stops_it() -> 
             assert skip_reason(workload, OURS) is None, workload.key
     for workload in select(upstream_workloads(), ["EventHandlingPodDelete"]):
         assert "Go template" in (skip_reason(workload, OURS) or "")
+
+
+def test_templated_pods_carry_upstreams_signature_label_per_batch() -> None:
+    from scheduler.testing.bench.upstream_objects import with_signature
+
+    template = {"metadata": {"generateName": "pod-", "labels": {"color": "blue"}}, "spec": {}}
+    signed = [with_signature(template, i, 2) for i in range(5)]
+    assert [p["metadata"]["labels"]["signature"] for p in signed] == [
+        "signature-label-0",
+        "signature-label-0",
+        "signature-label-1",
+        "signature-label-1",
+        "signature-label-2",
+    ]
+    assert signed[0]["metadata"]["labels"]["color"] == "blue" and signed[0]["metadata"]["generateName"] == "pod-"
+    assert template["metadata"]["labels"] == {"color": "blue"}  # the template is left as it was

@@ -140,3 +140,13 @@ def pod_with_volume(
 def bound(created: Mapping[str, Any]) -> Raw:
     """A created PV or claim with the status upstream writes next: phase Bound, nothing else."""
     return {**created, "status": {"phase": "Bound"}}
+
+
+def with_signature(pod: Mapping[str, Any], index: int, batch_size: int) -> dict[str, Any]:
+    """The pod with upstream's `signature` label (podTemplateWithParams): pods index // batch_size
+    of one createPods op share a value, so with the default batch size of 1 every pod has its own."""
+    signed = dict(pod)
+    meta = dict(pod.get("metadata") or {})
+    meta["labels"] = {**(meta.get("labels") or {}), "signature": f"signature-label-{index // batch_size}"}
+    signed["metadata"] = meta
+    return signed

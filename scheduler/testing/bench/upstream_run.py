@@ -58,6 +58,7 @@ from scheduler.testing.bench.upstream_objects import (
     node_strategy,
     pod_with_volume,
     strategy_labels,
+    with_signature,
 )
 from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
@@ -217,6 +218,15 @@ class Executor:
         loaded: dict[str, Any] = yaml.safe_load(self.case.path(relative).read_text())
         return loaded
 
+    def signature_batch_size(self, op: Mapping[str, Any]) -> int:
+        """createPods' signatureBatchSize (or its parameter); upstream's default is 1, a label per pod."""
+        param = op.get("signatureBatchSizeParam")
+        value = self.workload.params.get(str(param).removeprefix("$")) if param else op.get("signatureBatchSize")
+        size = int(value or 0)
+        if size < 0:
+            raise UpstreamError(f"signatureBatchSize {size} must not be negative")
+        return size or 1
+
     def pod_manifest(self, template: Mapping[str, Any]) -> dict[str, Any]:
         manifest = copy.deepcopy(dict(template))
         manifest.setdefault("spec", {})["schedulerName"] = self.kind.scheduler_name
@@ -341,11 +351,14 @@ class Executor:
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)
         manifest = self.pod_manifest(template)
+        # Pods from a template carry upstream's `signature` label, one value per batch of pods.
+        batch = self.signature_batch_size(op) if path else None
         if op.get("persistentVolumeClaimTemplatePath"):
-            await self.create_pods_with_volumes(op, namespace, manifest, count)
+            await self.create_pods_with_volumes(op, namespace, manifest, count, batch)
         else:
             # Upstream's templates use generateName: one body makes `count` distinct pods.
-            await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", [manifest] * count, CREATORS)
+            bodies = [manifest] * count if batch is None else [with_signature(manifest, i, batch) for i in range(count)]
+            await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", bodies, CREATORS)
         if op.get("skipWaitToCompletion"):
             self.expected[namespace] = self.expected.get(namespace, 0) + count
         else:
@@ -358,7 +371,7 @@ class Executor:
             self.stop_collecting()
 
     async def create_pods_with_volumes(
-        self, op: Mapping[str, Any], namespace: str, pod: Mapping[str, Any], count: int
+        self, op: Mapping[str, Any], namespace: str, pod: Mapping[str, Any], count: int, batch: int | None
     ) -> None:
         """Per pod, in upstream's order: the claim, its status Bound, the PV pre-bound to it, its
         status Bound, then the pod using the claim (CreatePodWithPersistentVolume)."""
@@ -374,7 +387,8 @@ class Executor:
                 raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
 
         async def create_one(index: int) -> None:
-            pv, pvc, manifest = pod_with_volume(pv_template, pvc_template, pod, namespace, index)
+            signed = pod if batch is None else with_signature(pod, index, batch)
+            pv, pvc, manifest = pod_with_volume(pv_template, pvc_template, signed, namespace, index)
             await set_bound(claims, await self.api.create(claims, pvc))
             await set_bound(volumes, await self.api.create(volumes, pv))
             await self.api.create(f"/api/v1/namespaces/{namespace}/pods", manifest)

@@ -1136,3 +1136,44 @@ def test_pre_score_kept_across_cycles_equals_a_fresh_count() -> None:
         assert got[0] is None and any(got[1])
         cache.remove_pod(added.pop().uid)
     assert "b0" in {p.name for info in snap.list() for p in info.pods.values()}
+
+
+def test_pods_differing_only_in_labels_no_term_selects_share_the_kept_counts() -> None:
+    """Upstream's benchmark gives every pod its own `signature` label: the counts kept across cycles
+    must not be keyed by it, yet a label some existing term does select on must still count."""
+    from scheduler.api.fake import FakeApiClient
+    from scheduler.cache.cache import Cache
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
+
+    cache, snap = Cache(), Snapshot()
+    for i in range(4):
+        cache.add_or_update_node(make_node(f"n{i}").label("zone", f"z{i % 2}").obj())
+    for i, node in enumerate(["n0", "n0", "n1"]):
+        existing = make_pod(f"e{i}", "default").node(node).label("color", "blue")
+        cache.add_pod(existing.pod_anti_affinity(affinity_term("zone", label_selector({"color": "blue"}))).obj())
+    cache.update_snapshot(snap)
+
+    def fresh() -> InterPodAffinity:
+        return InterPodAffinity(parse_args({}), FrameworkHandle(FakeApiClient(), snap, StaticNamespaces({})))
+
+    def verdicts(plugin: InterPodAffinity, incoming: Pod) -> list[tuple[Code, str] | None]:
+        state = CycleState()
+        _, status = plugin.pre_filter(state, incoming, snap.list())
+        assert status is None
+        return [verdict(plugin.filter(state, incoming, info)) for info in snap.list()]
+
+    kept = fresh()
+    zone = affinity_term("zone", label_selector({"app": "web"}))
+    entries = []
+    for n in range(4):  # own required affinity: the table path with kept counts
+        incoming = make_pod(f"s{n}", "default").label("signature", f"signature-label-{n}").label("app", "web")
+        incoming.pod_affinity(zone)
+        assert verdicts(kept, incoming.obj()) == verdicts(fresh(), incoming.obj())
+        entries.append(len(kept._counts._entries))
+    # The first cycle learns which keys the existing terms select on (a second entry, once); after
+    # that pods with other signatures reuse it.
+    assert entries == [1, 2, 2, 2]
+    blue = make_pod("blue", "default").label("signature", "x").label("app", "web").label("color", "blue")
+    got = verdicts(kept, blue.pod_affinity(zone).obj())
+    assert got == verdicts(fresh(), blue.obj()) and EXISTING in got  # the existing pods repel it
