@@ -705,7 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--scaling",
         action="store_true",
-        help=f"{' and '.join(SCALING_CASES)} at {', '.join(map(str, SCALING_NODES))} nodes, ours and kube-scheduler",
+        help=f"{' and '.join(SCALING_CASES)} (or --cases) at {', '.join(map(str, SCALING_NODES))} nodes, "
+        "ours and kube-scheduler",
     )
     parser.add_argument("--scaling-nodes", default=",".join(map(str, SCALING_NODES)), help="node counts of --scaling")
     args = parser.parse_args(argv)
@@ -713,10 +714,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.scaling:
             sizes = [int(n) for n in args.scaling_nodes.split(",") if n]
+            cases = [c for c in args.cases.split(",") if c] or list(SCALING_CASES)
             chosen = [
-                at_nodes(workload, nodes)
-                for workload in select(upstream_workloads(), SCALING_CASES, [])
-                for nodes in sizes
+                at_nodes(workload, nodes) for workload in select(upstream_workloads(), cases, []) for nodes in sizes
             ]
         else:
             chosen = select(upstream_workloads(), [c for c in args.cases.split(",") if c], args.label)
