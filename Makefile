@@ -53,9 +53,11 @@ agreement: $(STAMP) controlplane
 
 # Upstream's own scheduler_perf test cases (read from the k8s.io/kubernetes module) against ours,
 # kube-scheduler and a null binder; BENCH_ARGS="--full", "--cases SchedulingBasic/5000Nodes_10000Pods",
-# "--label performance --label short", "--list". bench-own: the project's own scheduler_perf-style workloads.
+# "--label performance --label short", "--list", "--scaling" (plot: matplotlib), "--profile" (py-spy),
+# "--ours-variant stdjson:SECONDARY_SCHEDULER_JSON=stdlib". bench-own: the project's own scheduler_perf-style workloads.
 BENCH_ARGS ?= --label performance
 bench: $(STAMP) controlplane
+	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m scheduler.testing.bench upstream $(BENCH_ARGS)
 
 bench-own: $(STAMP) controlplane
