@@ -66,12 +66,23 @@ def volume_limits(csi_node: Raw | None) -> dict[str, int]:
     return limits
 
 
+_EXISTING_MEMO_SIZE = 50_000
+
+
+def _version(obj: Raw) -> str:
+    return str(meta(obj).get("resourceVersion") or "")
+
+
 class NodeVolumeLimits:
     name = NAME
 
     def __init__(self, volumes: VolumeLister) -> None:
         self.volumes = volumes
         self._volume_id_prefix = uuid.uuid4().hex
+        # An existing pod's attachable volumes, per (uid, resourceVersion, CSINode resourceVersion),
+        # with the resourceVersions of the PVs they were read from: Filter asks again for every pod
+        # of every node it looks at, and a bound pod's volumes only change with its PVs.
+        self._existing: dict[tuple[str, str, str], tuple[dict[str, str], tuple[tuple[str, str, str], ...]]] = {}
 
     # ---- what a pod attaches -----------------------------------------------------------
 
@@ -102,8 +113,33 @@ class NodeVolumeLimits:
             return "", ""
         return plugin.csi_driver, volume_handle(plugin, spec(pv), pv)
 
-    def attachable_volumes(self, pod: Pod, csi_node: Raw | None, new_pod: bool) -> dict[str, str]:
-        """unique volume name (driver/handle) -> driver for the pod's attachable volumes."""
+    def existing_attachable_volumes(self, pod: Pod, csi_node: Raw | None) -> dict[str, str]:
+        """attachable_volumes of a pod already on the node, remembered while its PVs stay as they were."""
+        key = (pod.uid, pod.resource_version, _version(csi_node) if csi_node else "")
+        found = self._existing.get(key)
+        if found is not None:
+            volumes, sources = found
+            if all(
+                (obj := self.volumes.get(kind, name)) is not None and _version(obj) == version
+                for kind, name, version in sources
+            ):
+                return volumes
+        sources_seen: list[tuple[str, str, str]] = []
+        volumes = self.attachable_volumes(pod, csi_node, new_pod=False, sources=sources_seen)
+        if sources_seen and pod.resource_version and all(version for _, _, version in sources_seen):
+            if len(self._existing) >= _EXISTING_MEMO_SIZE:
+                self._existing.clear()
+            self._existing[key] = (volumes, tuple(sources_seen))
+        return volumes
+
+    def attachable_volumes(
+        self, pod: Pod, csi_node: Raw | None, new_pod: bool, sources: list[tuple[str, str, str]] | None = None
+    ) -> dict[str, str]:
+        """unique volume name (driver/handle) -> driver for the pod's attachable volumes.
+
+        `sources` collects (kind, key, resourceVersion) of every claim resolved through its PV and of
+        that PV, and ("", "", "") for anything else that could change without the pod (a missing claim, a claim
+        resolved through its StorageClass), which makes the answer not worth remembering."""
         result: dict[str, str] = {}
         for volume in pod_volumes(pod):
             name = claim_name(pod, volume)
@@ -115,6 +151,14 @@ class NodeVolumeLimits:
             if not name:
                 raise ValueError("PersistentVolumeClaim had no name")
             pvc = self.volumes.get(PERSISTENT_VOLUME_CLAIM, f"{pod.namespace}/{name}")
+            if sources is not None:
+                pv_name = str(spec(pvc).get("volumeName") or "") if pvc is not None else ""
+                pv = self.volumes.get(PERSISTENT_VOLUME, pv_name) if pv_name else None
+                if pvc is None or pv is None:
+                    sources.append(("", "", ""))
+                else:
+                    sources.append((PERSISTENT_VOLUME_CLAIM, f"{pod.namespace}/{name}", _version(pvc)))
+                    sources.append((PERSISTENT_VOLUME, pv_name, _version(pv)))
             if pvc is None:
                 if new_pod:
                     raise NotFound(f'looking up PVC {pod.namespace}/{name}: persistentvolumeclaim "{name}" not found')
@@ -184,7 +228,7 @@ class NodeVolumeLimits:
         attached: dict[str, str] = {}
         try:
             for existing in node_info.pods.values():
-                attached.update(self.attachable_volumes(existing, csi_node, new_pod=False))
+                attached.update(self.existing_attachable_volumes(existing, csi_node))
         except ValueError as exc:
             return Status.as_error(exc, NAME)
         attached_count: dict[str, int] = {}

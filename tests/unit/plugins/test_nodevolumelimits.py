@@ -250,3 +250,36 @@ def test_csi_node_update_hint() -> None:
     )
     assert hint(EBS_ONE, csi_node([EBS], 2), csi_node([EBS], 3)) == QueueingHint.QUEUE
     assert hint(EBS_ONE, csi_node([EBS], 3), csi_node([EBS], 2)) == QueueingHint.SKIP
+
+
+def test_an_existing_pods_remembered_volumes_follow_its_pv() -> None:
+    """Filter remembers what a bound pod attaches, but never past a change of its claim or PV."""
+
+    def pv(name: str, handle: str, version: str) -> tuple[str, Raw]:
+        return PERSISTENT_VOLUME, {
+            "metadata": {"name": name, "resourceVersion": version},
+            "spec": {"csi": {"driver": EBS, "volumeHandle": handle}},
+        }
+
+    def claim(name: str) -> tuple[str, Raw]:
+        meta: Raw = {"name": name, "namespace": "default", "resourceVersion": "1"}
+        return PERSISTENT_VOLUME_CLAIM, {"metadata": meta, "spec": {"volumeName": name}}
+
+    def bound(*claims: str, name: str) -> Pod:
+        raw = pvc_pod(*claims, name=name).raw
+        return Pod.from_raw({**raw, "metadata": {**raw["metadata"], "resourceVersion": "7"}})
+
+    store = VolumeStore(
+        [pv(n, f"h-{n}", "1") for n in "abce"] + [claim(n) for n in "abce"] + [(CSI_NODE, csi_node([EBS], 3))]
+    )
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), Snapshot(), volumes=store))
+    info = NodeInfo(make_node(NODE).obj())
+    info.add_pod(bound("a", name="pa"))
+    info.add_pod(bound("b", name="pb"))
+    incoming = pvc_pod("c", "e", name="new")
+    assert plugin.filter(CycleState(), incoming, info) == Status.unschedulable(
+        ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=nodevolumelimits.NAME
+    )  # 2 attached + 2 new > 3
+    assert plugin.filter(CycleState(), incoming, info) is not None  # the remembered answer, same verdict
+    store.upsert(*pv("a", "h-b", "2"))  # pa's PV now names pb's volume: one attachment between them
+    assert plugin.filter(CycleState(), incoming, info) is None
