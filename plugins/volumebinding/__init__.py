@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from plugins.noderesourcesfit import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
 from plugins.volumebinding.binder import (
     UNBOUND_IMMEDIATE,
@@ -25,6 +27,7 @@ from plugins.volumebinding.binder import (
 )
 from scheduler.api.client import ApiError
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -160,6 +163,22 @@ class VolumeBinding:
             data.volumes_by_node[node.name] = volumes
             data.has_static_bindings = data.has_static_bindings or bool(volumes.static_bindings)
         return None
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+        """Every node at once when the answer cannot depend on the node: all claims bound to PVs
+        that exist and have no node affinity (Filter would record empty PodVolumes everywhere, and
+        Reserve and Score treat a node without PodVolumes the same). Otherwise None: per node."""
+        data = state.get(STATE_KEY)
+        if data is None or data.claims is None:
+            return None
+        claims = data.claims
+        if claims.unbound_delay_binding or claims.unbound_immediate:
+            return None
+        for pvc in claims.bound:
+            pv = self.binder.pv_cache.get(str(spec(pvc).get("volumeName") or ""))
+            if pv is None or (spec(pv).get("nodeAffinity") or {}).get("required") is not None:
+                return None
+        return np.ones(table.size, np.bool_)
 
     # ---- Score ---------------------------------------------------------------------------
 

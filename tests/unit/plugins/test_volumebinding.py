@@ -488,3 +488,53 @@ def test_queueing_hints() -> None:
     migrated = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}}
     assert csinode_hint(pod, plain, plain) == QueueingHint.SKIP
     assert csinode_hint(pod, plain, migrated) == QueueingHint.QUEUE
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "objects", "pre", "filters", "scores"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_batch_filter_agrees_with_the_per_node_filter_where_it_answers(
+    pod: Pod,
+    nodes: list[Node],
+    objects: list[tuple[str, Raw]],
+    pre: Status | None,
+    filters: list[Status | None],
+    scores: list[int],
+) -> None:
+    world = World(nodes, objects)
+    state = CycleState()
+    _, got_pre = world.plugin.pre_filter(state, pod, world.nodes)
+    if got_pre is not None:
+        return
+    mask = world.plugin.filter_batch(state, pod, _table_of(world.nodes))
+    if mask is None:
+        return  # answered per node
+    assert mask.tolist() == [f is None for f in filters]
+    # Without per-node PodVolumes, Score and Reserve behave as they do after per-node Filters.
+    assert [world.plugin.score(state, pod, info)[0] for info in world.nodes] == scores
+    assert world.plugin.reserve(state, pod, world.nodes[0].name) is None
+
+
+def _table_of(infos: Sequence[NodeInfo]) -> Any:
+    from scheduler.cache.snapshot import Snapshot
+
+    return Snapshot.from_node_infos(list(infos)).table
+
+
+def test_batch_filter_answers_for_bound_claims_without_node_affinity_only() -> None:
+    bound = [
+        (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+        (PERSISTENT_VOLUME, pv("pv-a", "wait-sc", "Bound")),
+    ]
+    pinned = [
+        (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+        (PERSISTENT_VOLUME, pv("pv-a", "wait-sc", "Bound", affinity={HOSTNAME: ["node-a"]})),
+    ]
+    unbound = [(PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc")), (PERSISTENT_VOLUME, pv("pv-a", "wait-sc"))]
+    for objects, answers in ((bound, True), (pinned, False), (unbound, False)):
+        world = World([node("node-a"), node("node-b")], objects)
+        state = CycleState()
+        pod = pod_with_claims("pvc-a")
+        assert world.plugin.pre_filter(state, pod, world.nodes)[1] is None
+        mask = world.plugin.filter_batch(state, pod, _table_of(world.nodes))
+        assert (mask is not None) == answers
