@@ -82,7 +82,8 @@ class NodeVolumeLimits:
         # An existing pod's attachable volumes, per (uid, resourceVersion, CSINode resourceVersion),
         # with the resourceVersions of the PVs they were read from: Filter asks again for every pod
         # of every node it looks at, and a bound pod's volumes only change with its PVs.
-        self._existing: dict[tuple[str, str, str], tuple[dict[str, str], tuple[tuple[str, str, str], ...]]] = {}
+        self._existing: dict[tuple[str, str, str], tuple[dict[str, str], tuple[int, int]]] = {}
+        self._per_node: dict[str, tuple[tuple[str, int, tuple[str, ...], str], tuple[int, int], dict[str, str]]] = {}
 
     # ---- what a pod attaches -----------------------------------------------------------
 
@@ -113,24 +114,47 @@ class NodeVolumeLimits:
             return "", ""
         return plugin.csi_driver, volume_handle(plugin, spec(pv), pv)
 
+    def _removals(self) -> tuple[int, int] | None:
+        """How many claims and PVs were ever deleted or replaced; None when the lister cannot say."""
+        removals = getattr(self.volumes, "removals", None)
+        if removals is None:
+            return None
+        return removals[PERSISTENT_VOLUME_CLAIM], removals[PERSISTENT_VOLUME]
+
     def existing_attachable_volumes(self, pod: Pod, csi_node: Raw | None) -> dict[str, str]:
-        """attachable_volumes of a pod already on the node, remembered while its PVs stay as they were."""
+        """attachable_volumes of a pod already on the node, remembered while none of the claims and
+        PVs it was read from can have changed what they say: a bound claim's volumeName and a PV's
+        source are immutable in the API, so only a deletion or a replacement (another uid under the
+        same name) can, and the store counts those."""
+        removals = self._removals()
         key = (pod.uid, pod.resource_version, _version(csi_node) if csi_node else "")
         found = self._existing.get(key)
-        if found is not None:
-            volumes, sources = found
-            if all(
-                (obj := self.volumes.get(kind, name)) is not None and _version(obj) == version
-                for kind, name, version in sources
-            ):
-                return volumes
+        if found is not None and removals is not None and found[1] == removals:
+            return found[0]
         sources_seen: list[tuple[str, str, str]] = []
         volumes = self.attachable_volumes(pod, csi_node, new_pod=False, sources=sources_seen)
-        if sources_seen and pod.resource_version and all(version for _, _, version in sources_seen):
+        stable = sources_seen and all(kind for kind, _, _ in sources_seen)
+        if stable and removals is not None and pod.resource_version:
             if len(self._existing) >= _EXISTING_MEMO_SIZE:
                 self._existing.clear()
-            self._existing[key] = (volumes, tuple(sources_seen))
+            self._existing[key] = (volumes, removals)
         return volumes
+
+    def _attached_on(self, node_info: NodeInfo, csi_node: Raw | None) -> dict[str, str]:
+        """The union of the node's pods' attachable volumes, remembered per node generation."""
+        removals = self._removals()
+        # The pods' uids too: preemption and the nominated-pods pass filter copies of a NodeInfo
+        # with pods removed or added under the same generation.
+        key = (node_info.name, node_info.generation, tuple(node_info.pods), _version(csi_node) if csi_node else "")
+        found = self._per_node.get(node_info.name)
+        if found is not None and removals is not None and found[0] == key and found[1] == removals:
+            return found[2]
+        attached: dict[str, str] = {}
+        for existing in node_info.pods.values():
+            attached.update(self.existing_attachable_volumes(existing, csi_node))
+        if removals is not None:
+            self._per_node[node_info.name] = (key, removals, attached)
+        return attached
 
     def attachable_volumes(
         self, pod: Pod, csi_node: Raw | None, new_pod: bool, sources: list[tuple[str, str, str]] | None = None
@@ -225,10 +249,8 @@ class NodeVolumeLimits:
         limits = volume_limits(csi_node)
         if not limits:
             return None
-        attached: dict[str, str] = {}
         try:
-            for existing in node_info.pods.values():
-                attached.update(self.existing_attachable_volumes(existing, csi_node))
+            attached = self._attached_on(node_info, csi_node)
         except ValueError as exc:
             return Status.as_error(exc, NAME)
         attached_count: dict[str, int] = {}

@@ -36,6 +36,9 @@ class VolumeStore:
 
     def __init__(self, objects: Iterable[tuple[str, Mapping[str, Any]]] = ()) -> None:
         self._objects: dict[str, dict[str, Mapping[str, Any]]] = {kind: {} for kind in KINDS}
+        # Per kind: objects deleted or replaced by another object of the same name (another uid).
+        # What was read from objects that were neither stays true (plugins remember such reads).
+        self.removals: dict[str, int] = dict.fromkeys(KINDS, 0)
         for kind, obj in objects:
             self.upsert(kind, obj)
 
@@ -45,10 +48,15 @@ class VolumeStore:
         key = key_of(obj)
         old = objects.get(key)
         objects[key] = obj
+        if old is not None and (old.get("metadata") or {}).get("uid") != (obj.get("metadata") or {}).get("uid"):
+            self.removals[kind] += 1
         return old
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        return self._objects[kind].pop(key_of(obj), None)
+        old = self._objects[kind].pop(key_of(obj), None)
+        if old is not None:
+            self.removals[kind] += 1
+        return old
 
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
         """By namespace/name (claims, capacities) or name (cluster-scoped kinds)."""

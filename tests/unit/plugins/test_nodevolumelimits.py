@@ -253,7 +253,8 @@ def test_csi_node_update_hint() -> None:
 
 
 def test_an_existing_pods_remembered_volumes_follow_its_pv() -> None:
-    """Filter remembers what a bound pod attaches, but never past a change of its claim or PV."""
+    """Filter remembers what a bound pod attaches (per pod and per node), but never past a deletion
+    or replacement of one of its claims or PVs (their sources are immutable otherwise)."""
 
     def pv(name: str, handle: str, version: str) -> tuple[str, Raw]:
         return PERSISTENT_VOLUME, {
@@ -281,5 +282,26 @@ def test_an_existing_pods_remembered_volumes_follow_its_pv() -> None:
         ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=nodevolumelimits.NAME
     )  # 2 attached + 2 new > 3
     assert plugin.filter(CycleState(), incoming, info) is not None  # the remembered answer, same verdict
-    store.upsert(*pv("a", "h-b", "2"))  # pa's PV now names pb's volume: one attachment between them
+    store.upsert(*pv("a", "h-a", "2"))  # a status change of the PV: what it attaches stays
+    assert plugin.filter(CycleState(), incoming, info) is not None
+    # The PV deleted and made again under its name, now naming pb's volume: one attachment between them.
+    kind, old = pv("a", "h-a", "2")
+    store.delete(kind, old)
+    store.upsert(*pv("a", "h-b", "3"))
     assert plugin.filter(CycleState(), incoming, info) is None
+
+
+def test_a_copy_of_the_node_with_a_pod_removed_is_counted_again() -> None:
+    """Preemption filters a NodeInfo copy without its victims, under the same generation."""
+    store = VolumeStore([*fixtures([EBS], 0), (CSI_NODE, csi_node([EBS], 2))])
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), Snapshot(), volumes=store))
+    info = NodeInfo(make_node(NODE).obj())
+    victim = pvc_pod(f"csi-{EBS}-0", name="victim")
+    info.add_pod(victim)
+    info.add_pod(pvc_pod(f"csi-{EBS}-1", name="other"))
+    incoming = pvc_pod(f"csi-{EBS}-2", name="new")
+    assert plugin.filter(CycleState(), incoming, info) is not None  # 2 attached + 1 > 2
+    without = info.clone()
+    without.remove_pod(victim)
+    assert without.generation == info.generation
+    assert plugin.filter(CycleState(), incoming, without) is None
