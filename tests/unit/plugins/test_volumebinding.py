@@ -304,6 +304,7 @@ def test_volume_binding(
     assert got_pre == pre
     assert got_filters == filters
     assert got_scores == scores
+    _batch_agrees(World(nodes, objects), pod, filters, scores)
 
 
 def test_pod_without_claims_is_skipped() -> None:
@@ -490,18 +491,9 @@ def test_queueing_hints() -> None:
     assert csinode_hint(pod, plain, migrated) == QueueingHint.QUEUE
 
 
-@pytest.mark.parametrize(
-    ("pod", "nodes", "objects", "pre", "filters", "scores"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
-def test_batch_filter_agrees_with_the_per_node_filter_where_it_answers(
-    pod: Pod,
-    nodes: list[Node],
-    objects: list[tuple[str, Raw]],
-    pre: Status | None,
-    filters: list[Status | None],
-    scores: list[int],
-) -> None:
-    world = World(nodes, objects)
+def _batch_agrees(world: World, pod: Pod, filters: list[Status | None], scores: list[int]) -> None:
+    """Where the batch Filter answers, it answers as the per-node Filters did; without per-node
+    PodVolumes, Score and Reserve behave as they do after per-node Filters."""
     state = CycleState()
     _, got_pre = world.plugin.pre_filter(state, pod, world.nodes)
     if got_pre is not None:
@@ -510,7 +502,6 @@ def test_batch_filter_agrees_with_the_per_node_filter_where_it_answers(
     if mask is None:
         return  # answered per node
     assert mask.tolist() == [f is None for f in filters]
-    # Without per-node PodVolumes, Score and Reserve behave as they do after per-node Filters.
     assert [world.plugin.score(state, pod, info)[0] for info in world.nodes] == scores
     assert world.plugin.reserve(state, pod, world.nodes[0].name) is None
 
