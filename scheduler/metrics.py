@@ -502,6 +502,23 @@ rest_client_requests = Counter(
     registry=REGISTRY,
 )
 
+# ---- scheduler_volume_* (plugins/volumebinding/metrics) ------------------------------------------
+
+# Registered as kube-scheduler registers it; 1.37 increments it nowhere (no binder-cache requests).
+volume_binder_cache_requests = Counter(
+    "scheduler_volume_binder_cache_requests",
+    "Total number for request volume binding cache",
+    ["operation"],
+    registry=REGISTRY,
+)
+# operation: predicate (Filter's FindPodVolumes), assume (Reserve), bind (PreBind).
+volume_scheduling_stage_errors = Counter(
+    "scheduler_volume_scheduling_stage_error",
+    "Volume scheduling stage error count",
+    ["operation"],
+    registry=REGISTRY,
+)
+
 # ---- leader_election_* (component-base/metrics/prometheus/clientgo/leaderelection) --------------
 
 leader_election_master_status = Gauge(

@@ -187,6 +187,7 @@ class Scheduler:
             fw.handle.activate = self.queue.activate
             fw.handle.spawn = self.spawn
             fw.handle.nominator = self.nominator
+            fw.handle.pod_exists = self.pod_exists
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
@@ -217,6 +218,12 @@ class Scheduler:
             self.schedule_one(info)
             # Let informer events and binding tasks run between cycles.
             await asyncio.sleep(0)
+
+    def pod_exists(self, pod: Pod) -> bool:
+        """Whether the informers still have the pod: unscheduled and ours, or bound (not by our assume)."""
+        if pod.uid in self.pending_pods:
+            return True
+        return self.cache.get_pod(pod.uid) is not None and not self.cache.is_assumed(pod.uid)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -116,8 +116,17 @@ class VolumeBinding:
     def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
-        self.binder = VolumeBinder(handle.volumes, handle.client, self._node, float(args.bind_timeout_seconds))
+        self.binder = VolumeBinder(
+            handle.volumes,
+            handle.client,
+            self._node,
+            float(args.bind_timeout_seconds),
+            self._pod_exists,
+        )
         self._shape_score = broken_linear([(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in args.shape])
+
+    def _pod_exists(self, pod: Pod) -> bool:
+        return self.handle.pod_exists(pod)  # the scheduler sets it after the plugins are built
 
     def _node(self, name: str) -> Node | None:
         info = self.handle.snapshot.get(name)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from plugins.volumebinding.assume_cache import AssumeCache
+from scheduler import metrics
 from scheduler.framework.interface import VolumeLister
 from scheduler.framework.volumes import (
     CSI_DRIVER,
@@ -130,10 +131,12 @@ class VolumeBinder:
         client: ApiClient,
         node_lookup: Callable[[str], Node | None],
         bind_timeout: float,
+        pod_exists: Callable[[Pod], bool] = lambda pod: True,
     ) -> None:
         self.volumes = volumes
         self.client = client
         self.node_lookup = node_lookup
+        self.pod_exists = pod_exists
         self.bind_timeout = bind_timeout
         self.pv_cache = AssumeCache(volumes, PERSISTENT_VOLUME)
         self.pvc_cache = AssumeCache(volumes, PERSISTENT_VOLUME_CLAIM)
@@ -203,6 +206,13 @@ class VolumeBinder:
 
     def find_pod_volumes(self, pod: Pod, claims: PodVolumeClaims, node: Node) -> tuple[PodVolumes, list[str]]:
         """The node's PodVolumes and, when it does not fit, upstream's conflict reasons."""
+        try:
+            return self._find_pod_volumes(claims, node)
+        except (BinderError, ValueError):
+            metrics.child(metrics.volume_scheduling_stage_errors, "predicate").inc()
+            raise
+
+    def _find_pod_volumes(self, claims: PodVolumeClaims, node: Node) -> tuple[PodVolumes, list[str]]:
         volumes = PodVolumes()
         bound_ok, bound_found = self._check_bound_claims(claims.bound, node)
         unbound_ok, enough_storage = True, True
@@ -316,6 +326,13 @@ class VolumeBinder:
 
     def assume_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> bool:
         """Lay the node's choice over the caches; True when every claim is already bound."""
+        try:
+            return self._assume_pod_volumes(pod, node_name, volumes)
+        except Exception:
+            metrics.child(metrics.volume_scheduling_stage_errors, "assume").inc()
+            raise
+
+    def _assume_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> bool:
         if self._all_bound(pod):
             return True
         bindings: list[BindingInfo] = []
@@ -358,6 +375,13 @@ class VolumeBinder:
 
     async def bind_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> None:
         """Write the assumed bindings and wait for the PV controller; raises BinderError or ApiError."""
+        try:
+            await self._bind_pod_volumes(pod, node_name, volumes)
+        except Exception:
+            metrics.child(metrics.volume_scheduling_stage_errors, "bind").inc()
+            raise
+
+    async def _bind_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> None:
         await self._bind_api_update(volumes)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.bind_timeout
@@ -394,6 +418,9 @@ class VolumeBinder:
         node = self.node_lookup(node_name)
         if node is None:
             raise BinderError(f'failed to get node "{node_name}": node "{node_name}" not found')
+        if not self.pod_exists(pod):
+            # Deleted while we waited: its bindings no longer matter (kube stops polling too).
+            raise BinderError(f'pod does not exist any more: pod "{pod.name}" not found')
         for binding in volumes.static_bindings:
             pv = self.pv_cache.get_api_obj(key_of(binding.pv))
             if pv is None:

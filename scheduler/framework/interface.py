@@ -99,6 +99,8 @@ class Handle(Protocol):
     activate: Callable[[Sequence[str]], None]
     # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
     spawn: Callable[[Coroutine[Any, Any, None]], None]
+    # Whether the informers still have this pod (kube's pod lister); False once it was deleted.
+    pod_exists: Callable[[Pod], bool]
 
     @property
     def snapshot(self) -> SnapshotLister: ...

@@ -198,6 +198,10 @@ class PdbStore:
         return list(self._by_key.values())
 
 
+def _exists(pod: Pod) -> bool:
+    return True
+
+
 def _spawn_detached(coro: Coroutine[Any, Any, None]) -> None:
     task = asyncio.ensure_future(coro)
     _DETACHED.add(task)
@@ -237,6 +241,7 @@ class FrameworkHandle:
         self.waiting_pods: dict[str, WaitingPod] = {}
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
         self.spawn: Callable[[Coroutine[Any, Any, None]], None] = _spawn_detached
+        self.pod_exists: Callable[[Pod], bool] = _exists
         # The scheduler shares its nominator here; every profile's framework registers itself.
         self.nominator: PodNominator = _NoNominations()
         self.frameworks: dict[str, Framework] = {}

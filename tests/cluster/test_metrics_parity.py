@@ -42,8 +42,6 @@ NOT_APPLICABLE: dict[str, str] = {
     "scheduler_batch_rescore_duration_seconds": "no OpportunisticBatching (no rescoring of a cached batch)",
     "scheduler_get_node_hint_duration_seconds": "no OpportunisticBatching (no node hints)",
     "scheduler_store_schedule_results_duration_seconds": "no OpportunisticBatching (no stored results)",
-    "scheduler_volume_binder_cache_requests_total": "no VolumeBinding plugin yet (no binder cache)",
-    "scheduler_volume_scheduling_stage_error_total": "no VolumeBinding plugin yet",
     "rest_client_transport_cache_entries": "no transport cache: one aiohttp session per process",
     "rest_client_transport_create_calls_total": "no transport cache: one aiohttp session per process",
     "rest_client_transport_cert_rotation_gc_calls_total": "no transport cache: one aiohttp session per process",

@@ -13,7 +13,14 @@ import yaml
 from kubernetes import client as k8s_client
 
 from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
+from scheduler.testing.workload import (
+    make_pod,
+    metric_value,
+    pod_events,
+    running_scheduler,
+    scheduled_condition,
+    wait_for,
+)
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
@@ -330,6 +337,44 @@ def test_volume_bind_timeout_is_reported_then_the_retry_binds(
     claim = core.read_namespaced_persistent_volume_claim("data", namespace)
     assert node in names and claim.status.phase == "Bound"
     assert claim.metadata.annotations["volume.kubernetes.io/selected-node"] == node
+
+
+def test_pod_deleted_while_prebind_waits_ends_the_wait(
+    control_plane: ControlPlane,
+    core: Any,
+    namespace: str,
+    nodes: NodeFactory,
+    scheduler_name: str,
+    pv_binder: None,
+    storage: tuple[Any, list[str], list[str]],
+) -> None:
+    """No provisioner and the default 600 s bindTimeoutSeconds: PreBind waits on the claim until the
+    pod is deleted, then stops at its next poll (kube's checkBindings reads its pod lister), and the
+    claim keeps the selected-node annotation it was given (as in kube: the provisioner owns it now)."""
+    api, classes, _ = storage
+    _nodes(nodes, namespace, 2)
+    sc = f"never-{namespace}"
+    _storage_class(api, sc, "WaitForFirstConsumer", provisioner=PROVISIONER)
+    classes.append(sc)
+    _claim(core, namespace, "data", sc)
+    with running_scheduler(control_plane, scheduler_name) as port:
+        core.create_namespaced_pod(namespace, _pod_with_claim("app-0", scheduler_name, "data"))
+        wait_for(
+            lambda: (core.read_namespaced_persistent_volume_claim("data", namespace).metadata.annotations or {}).get(
+                "volume.kubernetes.io/selected-node"
+            ),
+            timeout=60,
+            what="PreBind asked for provisioning",
+        )
+        assert metric_value(port, "scheduler_goroutines", operation="binding") == 1
+        core.delete_namespaced_pod("app-0", namespace, grace_period_seconds=0)
+        wait_for(
+            lambda: metric_value(port, "scheduler_goroutines", operation="binding") == 0,
+            timeout=15,
+            what="the binding cycle ended",
+        )
+        assert metric_value(port, "scheduler_volume_scheduling_stage_error_total", operation="bind") == 1
+        assert metric_value(port, "scheduler_schedule_attempts_total", result="scheduled") == 0
 
 
 def test_pod_waiting_on_an_immediate_claim_is_requeued_when_the_pv_binder_binds_it(

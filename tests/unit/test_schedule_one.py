@@ -176,6 +176,27 @@ async def test_pod_deleted_before_bind_leaves_nothing_behind() -> None:
     assert "ns/p" not in client.conditions
 
 
+async def test_pod_exists_follows_the_informers_not_the_assume() -> None:
+    """What VolumeBinding's PreBind wait asks (kube's pod lister): an assumed pod exists until the
+    informer deletes it; a pod bound by the informer's view exists; one never seen does not."""
+    sched, inf, _ = setup()
+    inf.on_node("ADDED", raw_node("n"))
+    inf.on_pod("ADDED", raw_pod("p"))
+    info = sched.queue.pop_nowait()
+    assert info is not None
+    pod = info.pod
+    sched.schedule_one(info)
+    assert sched.cache.is_assumed("uid-p") and sched.pod_exists(pod)
+    inf.on_pod("DELETED", raw_pod("p"))
+    assert sched.cache.is_assumed("uid-p")  # still assumed until its binding cycle ends
+    assert not sched.pod_exists(pod)
+    await sched.drain()
+    inf.on_pod("ADDED", raw_pod("q", node="n"))
+    bound = sched.cache.get_pod("uid-q")
+    assert bound is not None and sched.pod_exists(bound)
+    assert all(fw.handle.pod_exists(bound) for fw in sched.frameworks.values())
+
+
 async def test_node_add_requeues_a_pod_that_now_fits() -> None:
     sched, inf, _ = setup()
     inf.on_node("ADDED", raw_node("small", cpu="1"))

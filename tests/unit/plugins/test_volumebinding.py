@@ -16,6 +16,7 @@ from plugins.volumebinding.binder import (
     ERR_REASON_NOT_ENOUGH_SPACE,
     ERR_REASON_PV_NOT_EXIST,
 )
+from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
@@ -421,6 +422,61 @@ async def test_pre_bind_times_out_and_unreserve_reverts() -> None:
     assert status.message == "binding volumes: context deadline exceeded"
     world.plugin.unreserve(state, pod, "node-a")
     assert "claimRef" not in world.plugin.binder.pv_cache.get("local")["spec"]  # type: ignore[index]
+
+
+def stage_errors(operation: str) -> float:
+    value = metrics.REGISTRY.get_sample_value("scheduler_volume_scheduling_stage_error_total", {"operation": operation})
+    return value or 0.0
+
+
+async def test_pre_bind_stops_when_the_pod_was_deleted() -> None:
+    claim = pvc("claim", "wait-sc", request="1Gi")
+    world = World(
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, claim), (PERSISTENT_VOLUME, pv("local", "wait-sc", capacity="1Gi"))],
+        {"bindTimeoutSeconds": 30},
+    )
+    pod = pod_with_claims("claim")
+    gone: set[str] = set()
+    world.plugin.handle.pod_exists = lambda p: p.uid not in gone  # type: ignore[misc]
+    _, _, _, state = world.run(pod)
+    assert world.plugin.reserve(state, pod, "node-a") is None
+    gone.add(pod.uid)
+    before = stage_errors("bind")
+    status = await world.plugin.pre_bind(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'binding volumes: pod does not exist any more: pod "pod-a" not found'
+    assert stage_errors("bind") == before + 1
+
+
+def test_stage_errors_are_counted_for_filter_and_reserve() -> None:
+    claim = pvc("claim", "no-such-class", request="1Gi")
+    world = World([node("node-a")], [(PERSISTENT_VOLUME_CLAIM, claim)])
+    world.store.upsert(STORAGE_CLASS, storage_class("no-such-class", provisioner="p"))
+    pod = pod_with_claims("claim")
+    state = CycleState()
+    _, pre = world.plugin.pre_filter(state, pod, world.nodes)
+    assert pre is None
+    world.store.delete(STORAGE_CLASS, storage_class("no-such-class"))
+    before = stage_errors("predicate")
+    status = world.plugin.filter(state, pod, world.nodes[0])
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == 'failed to find storage class "no-such-class"'
+    assert stage_errors("predicate") == before + 1
+
+    bound_claim = pvc("c2", "wait-sc", request="1Gi")
+    world = World(
+        [node("node-a")],
+        [(PERSISTENT_VOLUME_CLAIM, bound_claim), (PERSISTENT_VOLUME, pv("pv2", "wait-sc", capacity="1Gi"))],
+    )
+    pod = pod_with_claims("c2")
+    _, filters, _, state = world.run(pod)
+    assert filters == [None]
+    world.store.delete(PERSISTENT_VOLUME, pv("pv2", "wait-sc"))  # gone before Reserve assumes it
+    before = stage_errors("assume")
+    status = world.plugin.reserve(state, pod, "node-a")
+    assert status is not None and status.code == Code.ERROR
+    assert stage_errors("assume") == before + 1
 
 
 async def test_pre_bind_api_conflict_reverts_the_assumption() -> None:
