@@ -438,7 +438,7 @@ async def test_pre_bind_stops_when_the_pod_was_deleted() -> None:
     )
     pod = pod_with_claims("claim")
     gone: set[str] = set()
-    world.plugin.handle.pod_exists = lambda p: p.uid not in gone  # type: ignore[misc]
+    world.plugin.handle.pod_exists = lambda p: p.uid not in gone
     _, _, _, state = world.run(pod)
     assert world.plugin.reserve(state, pod, "node-a") is None
     gone.add(pod.uid)
