@@ -10,7 +10,7 @@ rejects nodes whose CSINode lacks it. Reads the handle's listers only; never the
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plugins.nodevolumelimits.csi_translation import BY_NAME, is_migration_on, plugin_of, volume_handle
@@ -25,6 +25,7 @@ from scheduler.framework.types import (
     NodeInfo,
     PreFilterResult,
     QueueingHint,
+    StateKey,
     Status,
 )
 from scheduler.framework.volumes import (
@@ -73,17 +74,42 @@ def _version(obj: Raw) -> str:
     return str(meta(obj).get("resourceVersion") or "")
 
 
+class _CycleData:
+    """What Filter works out once per pod cycle instead of once per node: the new pod's attachable
+    volumes (they depend on the node only through whether it has a CSINode), which drivers must be
+    installed, and the VolumeAttachments by node."""
+
+    __slots__ = ("attachments", "drivers", "new_volumes")
+
+    def __init__(self) -> None:
+        # has a CSINode -> (removals when computed, volumes or the lookup error)
+        self.new_volumes: dict[bool, tuple[tuple[int, int] | None, dict[str, str] | Exception]] = {}
+        self.drivers: dict[str, bool] = {}  # driver -> preventPodSchedulingIfMissing
+        self.attachments: dict[str, dict[str, str]] | None = None
+
+    def clone(self) -> _CycleData:
+        return self  # nothing in it depends on the node or on the pods preemption moves
+
+
+STATE_KEY: StateKey[_CycleData] = StateKey(f"PreFilter{NAME}")
+
+
 class NodeVolumeLimits:
     name = NAME
 
-    def __init__(self, volumes: VolumeLister) -> None:
+    def __init__(self, volumes: VolumeLister, snapshot_node: Callable[[str], NodeInfo | None] | None = None) -> None:
         self.volumes = volumes
+        # The snapshot's own NodeInfo by name: only those are remembered per node (preemption and the
+        # nominated-pods pass filter copies they change in place under the same generation).
+        self._snapshot_node = snapshot_node
         self._volume_id_prefix = uuid.uuid4().hex
         # An existing pod's attachable volumes, per (uid, resourceVersion, CSINode resourceVersion),
         # with the resourceVersions of the PVs they were read from: Filter asks again for every pod
         # of every node it looks at, and a bound pod's volumes only change with its PVs.
         self._existing: dict[tuple[str, str, str], tuple[dict[str, str], tuple[int, int]]] = {}
-        self._per_node: dict[str, tuple[tuple[str, int, tuple[str, ...], str], tuple[int, int], dict[str, str]]] = {}
+        # node name -> (its NodeInfo, generation, CSINode object, removals, attached volumes)
+        self._per_node: dict[str, tuple[NodeInfo, int, Raw | None, tuple[int, int], dict[str, str]]] = {}
+        self._limits: dict[str, tuple[Raw, dict[str, int]]] = {}  # node name -> (CSINode object, its limits)
 
     # ---- what a pod attaches -----------------------------------------------------------
 
@@ -141,20 +167,35 @@ class NodeVolumeLimits:
         return volumes
 
     def _attached_on(self, node_info: NodeInfo, csi_node: Raw | None) -> dict[str, str]:
-        """The union of the node's pods' attachable volumes, remembered per node generation."""
+        """The union of the node's pods' attachable volumes, remembered per snapshot NodeInfo (a new
+        object at every change of the node), CSINode object and removal counts."""
         removals = self._removals()
-        # The pods' uids too: preemption and the nominated-pods pass filter copies of a NodeInfo
-        # with pods removed or added under the same generation.
-        key = (node_info.name, node_info.generation, tuple(node_info.pods), _version(csi_node) if csi_node else "")
         found = self._per_node.get(node_info.name)
-        if found is not None and removals is not None and found[0] == key and found[1] == removals:
-            return found[2]
+        if (
+            found is not None
+            and found[0] is node_info
+            and found[1] == node_info.generation
+            and found[2] is csi_node
+            and found[3] == removals
+        ):
+            return found[4]
         attached: dict[str, str] = {}
         for existing in node_info.pods.values():
             attached.update(self.existing_attachable_volumes(existing, csi_node))
-        if removals is not None:
-            self._per_node[node_info.name] = (key, removals, attached)
+        lookup = self._snapshot_node
+        if removals is not None and lookup is not None and lookup(node_info.name) is node_info:
+            self._per_node[node_info.name] = (node_info, node_info.generation, csi_node, removals, attached)
         return attached
+
+    def _node_limits(self, name: str, csi_node: Raw | None) -> dict[str, int]:
+        if csi_node is None:
+            return {}
+        found = self._limits.get(name)
+        if found is not None and found[0] is csi_node:
+            return found[1]
+        limits = volume_limits(csi_node)
+        self._limits[name] = (csi_node, limits)
+        return limits
 
     def attachable_volumes(
         self, pod: Pod, csi_node: Raw | None, new_pod: bool, sources: list[tuple[str, str, str]] | None = None
@@ -196,28 +237,42 @@ class NodeVolumeLimits:
                 result[f"{driver}/{handle}"] = driver
         return result
 
-    def _attachments(self, node_name: str) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def _attachments_by_node(self) -> dict[str, dict[str, str]]:
+        """node name -> {driver/handle: attacher} of the VolumeAttachments of CSI PVs."""
+        out: dict[str, dict[str, str]] = {}
         for attachment in self.volumes.list(VOLUME_ATTACHMENT):
             attachment_spec = spec(attachment)
             attacher = str(attachment_spec.get("attacher") or "")
             pv_name = (attachment_spec.get("source") or {}).get("persistentVolumeName")
-            if attachment_spec.get("nodeName") != node_name or not attacher or not pv_name:
+            node_name = attachment_spec.get("nodeName")
+            if not node_name or not attacher or not pv_name:
                 continue
             pv = self.volumes.get(PERSISTENT_VOLUME, str(pv_name))
             csi = spec(pv).get("csi") if pv is not None else None
             if csi is None:
                 continue
-            out[f"{attacher}/{csi.get('volumeHandle') or ''}"] = attacher
+            out.setdefault(str(node_name), {})[f"{attacher}/{csi.get('volumeHandle') or ''}"] = attacher
         return out
 
-    def _driver_installed(self, driver: str, csi_node: Raw | None) -> bool:
+    def _must_be_installed(self, driver: str) -> bool:
         csi_driver = self.volumes.get(CSI_DRIVER, driver)
-        if csi_driver is None or not spec(csi_driver).get("preventPodSchedulingIfMissing"):
-            return True
-        if csi_node is None:
-            return False
-        return any(d.get("name") == driver for d in spec(csi_node).get("drivers") or ())
+        return csi_driver is not None and bool(spec(csi_driver).get("preventPodSchedulingIfMissing"))
+
+    def _new_volumes(self, data: _CycleData | None, pod: Pod, csi_node: Raw | None) -> dict[str, str]:
+        """The incoming pod's attachable volumes (raises NotFound or ValueError); read-only."""
+        if data is None:
+            return self.attachable_volumes(pod, csi_node, new_pod=True)
+        removals = self._removals()
+        found = data.new_volumes.get(csi_node is not None)
+        if found is None or found[0] != removals or removals is None:
+            try:
+                result: dict[str, str] | Exception = self.attachable_volumes(pod, csi_node, new_pod=True)
+            except (NotFound, ValueError) as exc:
+                result = exc
+            found = data.new_volumes[csi_node is not None] = (removals, result)
+        if isinstance(found[1], Exception):
+            raise found[1]
+        return found[1]
 
     # ---- extension points --------------------------------------------------------------
 
@@ -225,6 +280,7 @@ class NodeVolumeLimits:
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
         if any(_counts_in_pre_filter(v) for v in pod_volumes(pod)):
+            state.write(STATE_KEY, _CycleData())
             return None, None
         return None, Status(Code.SKIP, plugin=NAME)
 
@@ -235,18 +291,25 @@ class NodeVolumeLimits:
         if not pod_volumes(pod):
             return None
         csi_node = self.volumes.get(CSI_NODE, node_info.name)
+        data = state.get(STATE_KEY)
         try:
-            new_volumes = self.attachable_volumes(pod, csi_node, new_pod=True)
+            new_volumes = self._new_volumes(data, pod, csi_node)
         except NotFound as exc:
             return Status.unresolvable(str(exc), plugin=NAME)
         except ValueError as exc:
             return Status.as_error(exc, NAME)
         if not new_volumes:
             return None
+        drivers = data.drivers if data is not None else {}
         for driver in new_volumes.values():
-            if not self._driver_installed(driver, csi_node):
+            prevent = drivers.get(driver)
+            if prevent is None:
+                prevent = drivers[driver] = self._must_be_installed(driver)
+            if prevent and (
+                csi_node is None or not any(d.get("name") == driver for d in spec(csi_node).get("drivers") or ())
+            ):
                 return Status.unschedulable(f"{driver} CSI driver is not installed on the node", plugin=NAME)
-        limits = volume_limits(csi_node)
+        limits = self._node_limits(node_info.name, csi_node)
         if not limits:
             return None
         try:
@@ -254,15 +317,21 @@ class NodeVolumeLimits:
         except ValueError as exc:
             return Status.as_error(exc, NAME)
         attached_count: dict[str, int] = {}
-        for unique, driver in attached.items():
-            new_volumes.pop(unique, None)
+        for driver in attached.values():
             attached_count[driver] = attached_count.get(driver, 0) + 1
-        for unique, driver in self._attachments(node_info.name).items():
+        if data is None:
+            by_node = self._attachments_by_node()
+        else:
+            if data.attachments is None:
+                data.attachments = self._attachments_by_node()
+            by_node = data.attachments
+        for unique, driver in by_node.get(node_info.name, {}).items():
             if unique not in attached:
                 attached_count[driver] = attached_count.get(driver, 0) + 1
         new_count: dict[str, int] = {}
-        for driver in new_volumes.values():
-            new_count[driver] = new_count.get(driver, 0) + 1
+        for unique, driver in new_volumes.items():
+            if unique not in attached:  # one volume used by several pods counts once
+                new_count[driver] = new_count.get(driver, 0) + 1
         for driver, count in new_count.items():
             limit = limits.get(driver)
             if limit is not None and attached_count.get(driver, 0) + count > limit:
@@ -322,4 +391,5 @@ def _after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> NodeVolumeLimits:
-    return NodeVolumeLimits(handle.volumes)
+    # Through the handle each time: the scheduler gives it its snapshot after the plugins are built.
+    return NodeVolumeLimits(handle.volumes, lambda name: handle.snapshot.get(name))  # noqa: PLW0108

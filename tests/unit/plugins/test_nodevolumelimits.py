@@ -273,10 +273,10 @@ def test_an_existing_pods_remembered_volumes_follow_its_pv() -> None:
     store = VolumeStore(
         [pv(n, f"h-{n}", "1") for n in "abce"] + [claim(n) for n in "abce"] + [(CSI_NODE, csi_node([EBS], 3))]
     )
-    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), Snapshot(), volumes=store))
     info = NodeInfo(make_node(NODE).obj())
     info.add_pod(bound("a", name="pa"))
     info.add_pod(bound("b", name="pb"))
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), in_snapshot(info), volumes=store))
     incoming = pvc_pod("c", "e", name="new")
     assert plugin.filter(CycleState(), incoming, info) == Status.unschedulable(
         ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, plugin=nodevolumelimits.NAME
@@ -289,6 +289,80 @@ def test_an_existing_pods_remembered_volumes_follow_its_pv() -> None:
     store.delete(kind, old)
     store.upsert(*pv("a", "h-b", "3"))
     assert plugin.filter(CycleState(), incoming, info) is None
+
+
+def in_snapshot(*infos: NodeInfo) -> Snapshot:
+    snapshot = Snapshot()
+    for info in infos:
+        snapshot.node_info_map[info.name] = info
+        snapshot.node_info_list.append(info)
+    return snapshot
+
+
+def test_a_copy_changed_in_place_is_never_answered_from_memory() -> None:
+    """Preemption removes and re-adds victims on one NodeInfo copy, filtering after each change, all
+    under the snapshot's generation: only the snapshot's own NodeInfo may be remembered."""
+    store = VolumeStore([*fixtures([EBS], 0), (CSI_NODE, csi_node([EBS], 2))])
+    info = NodeInfo(make_node(NODE).obj())
+    victim = pvc_pod(f"csi-{EBS}-0", name="victim")
+    info.add_pod(victim)
+    info.add_pod(pvc_pod(f"csi-{EBS}-1", name="other"))
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), in_snapshot(info), volumes=store))
+    incoming = pvc_pod(f"csi-{EBS}-2", name="new")
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, [info]) == (None, None)
+    assert plugin.filter(state, incoming, info) is not None  # 2 attached + 1 > 2, remembered
+    copy = info.clone()
+    assert plugin.filter(state, incoming, copy) is not None
+    copy.remove_pod(victim)
+    assert plugin.filter(state, incoming, copy) is None
+    copy.add_pod(victim)
+    assert plugin.filter(state, incoming, copy) is not None
+    copy.remove_pod(victim)
+    assert plugin.filter(state, incoming, copy) is None
+    assert plugin.filter(state, incoming, info) is not None  # the snapshot's node is unchanged
+
+
+def test_one_cycle_reads_the_incoming_pods_volumes_once_per_csinode_presence() -> None:
+    """The new pod's volumes depend on the node only through whether it has a CSINode; a claim
+    deleted during the cycle is read again."""
+    store = VolumeStore([*fixtures([EBS], 0), (CSI_NODE, csi_node([EBS], 1))])
+    nodes = [NodeInfo(make_node(NODE).obj()), NodeInfo(make_node("node-without-csinode").obj())]
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), in_snapshot(*nodes), volumes=store))
+    calls: list[bool] = []
+    real = plugin.attachable_volumes
+
+    def counting(pod: Pod, csi_node: Raw | None, new_pod: bool, sources: Any = None) -> dict[str, str]:
+        if new_pod:
+            calls.append(csi_node is not None)
+        return real(pod, csi_node, new_pod, sources)
+
+    plugin.attachable_volumes = counting  # type: ignore[method-assign]
+    incoming = pvc_pod(f"csi-{EBS}-0", f"csi-{EBS}-1", name="new")
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, nodes) == (None, None)
+    for _ in range(3):
+        assert plugin.filter(state, incoming, nodes[0]) == EXCEEDED  # 2 new > 1
+        assert plugin.filter(state, incoming, nodes[1]) is None  # no CSINode: no limits
+    assert calls == [True, False]
+    store.delete(PERSISTENT_VOLUME_CLAIM, {"metadata": {"name": f"csi-{EBS}-1", "namespace": "default"}})
+    assert plugin.filter(state, incoming, nodes[0]) == Status.unresolvable(
+        f'looking up PVC default/csi-{EBS}-1: persistentvolumeclaim "csi-{EBS}-1" not found', plugin="NodeVolumeLimits"
+    )
+    assert calls == [True, False, True]
+
+
+def test_volume_attachments_count_only_on_their_node() -> None:
+    store = VolumeStore([*fixtures([EBS], 2), (CSI_NODE, csi_node([EBS], 2))])
+    other = {"metadata": {"name": "other-node"}, "spec": {"drivers": [{"name": EBS, "allocatable": {"count": 2}}]}}
+    store.upsert(CSI_NODE, other)
+    nodes = [NodeInfo(make_node(NODE).obj()), NodeInfo(make_node("other-node").obj())]
+    plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), in_snapshot(*nodes), volumes=store))
+    incoming = pvc_pod(f"csi-{EBS}-2", name="new")
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, nodes) == (None, None)
+    assert plugin.filter(state, incoming, nodes[0]) == EXCEEDED  # 2 attachments + 1 > 2
+    assert plugin.filter(state, incoming, nodes[1]) is None
 
 
 def test_a_copy_of_the_node_with_a_pod_removed_is_counted_again() -> None:
