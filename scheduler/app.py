@@ -2,9 +2,9 @@
 
 kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
 written onto watched objects; event posting is off; no peering), and of PodDisruptionBudgets
-for preemption; the pod and node streams, whose
-volume grows with the scheduling rate and the cluster size (node heartbeats), go through the lean
-Reflector (scheduler.api.watch).
+for preemption; the pod, node and storage streams, whose volume grows with the scheduling rate
+(pods, their claims and PVs) and the cluster size (node heartbeats, CSINodes), go through the
+lean Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
 server run beside them on the same event loop.
 """
@@ -225,13 +225,6 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
 
         kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
 
-    for group, version, plural, kind in VOLUME_KINDS:
-
-        async def volume_event(event: Mapping[str, Any], _kind: str = kind, **_: Any) -> None:
-            informers.on_volume_object(_kind, event.get("type"), event["object"])
-
-        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(volume_event)
-
     return registry
 
 
@@ -255,7 +248,19 @@ DRAIN_TIMEOUT_SECONDS = 5.0
 POD_COLLECTION = "/api/v1/pods?fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed"
 
 
-async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, pods: Reflector) -> None:
+def _volume_reflectors(client: HttpApiClient, informers: Informers) -> list[Reflector]:
+    """One lean list+watch per storage kind: with per-pod claims and PVs these streams grow with the
+    scheduling rate like pods do (four events per pod in upstream's volume workloads)."""
+    reflectors = []
+    for group, version, plural, kind in VOLUME_KINDS:
+        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        reflectors.append(Reflector(client, f"{prefix}/{plural}", functools.partial(informers.on_volume_object, kind)))
+    return reflectors
+
+
+async def _prime(
+    client: HttpApiClient, informers: Informers, nodes: Reflector, pods: Reflector, volumes: list[Reflector]
+) -> None:
     """List everything once before scheduling starts (kube's WaitForCacheSync)."""
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
@@ -266,10 +271,8 @@ async def _prime(client: HttpApiClient, informers: Informers, nodes: Reflector, 
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)
-    for group, version, plural, kind in VOLUME_KINDS:
-        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
-            informers.on_volume_object(kind, "ADDED", item)
+    for reflector in volumes:
+        await reflector.list()
     await nodes.list()
     # Scheduling starts only after this returns, so the order pods arrive in does not matter.
     await pods.list()
@@ -357,11 +360,14 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     tasks: list[asyncio.Task[Any]] = []
     pods = Reflector(client, POD_COLLECTION, informers.on_pod)
     nodes = Reflector(client, "/api/v1/nodes", informers.on_node)
+    volumes = _volume_reflectors(client, informers)
     try:
-        await _prime(client, informers, nodes, pods)
+        await _prime(client, informers, nodes, pods, volumes)
         gctune.freeze_startup_heap()
         tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
         tasks.append(asyncio.create_task(nodes.run(listed=True), name="node-watch"))
+        for reflector in volumes:
+            tasks.append(asyncio.create_task(reflector.run(listed=True), name=f"watch {reflector.path}"))
         tasks.append(
             asyncio.create_task(
                 kopf.operator(

@@ -1,12 +1,13 @@
-"""A lean list+watch for the pod and node streams: raw JSON lines straight to a handler.
+"""A lean list+watch for the pod, node and storage streams: raw JSON lines straight to a handler.
 
-kopf stays in charge of the low-volume kinds; pods grow with the scheduling rate and nodes with
-the cluster (heartbeats), and kopf's per-event machinery (a worker task per object, diff-base
-deep copies, handler bookkeeping, sync handlers in a thread pool) cost about a fifth to a third
-of the scheduler's CPU there (see the README's benchmark notes). Semantics of a client-go
-reflector: list, then watch from the list's resourceVersion with bookmarks; a watch that breaks
-(connection refused or reset, 429) is resumed from the last resourceVersion seen; on "410 Gone"
-or any other error, list again and report objects that vanished meanwhile as DELETED.
+kopf stays in charge of the low-volume kinds; pods (and with them claims and PVs) grow with the
+scheduling rate and nodes with the cluster (heartbeats, CSINodes), and kopf's per-event
+machinery (a worker task per object, diff-base deep copies, handler bookkeeping, sync handlers
+in a thread pool) cost about a fifth to a third of the scheduler's CPU there (see the README's
+benchmark notes). Semantics of a client-go reflector: list, then watch from the list's
+resourceVersion with bookmarks; a watch that breaks (connection refused or reset, 429) is
+resumed from the last resourceVersion seen; on "410 Gone" or any other error, list again and
+report objects that vanished meanwhile as DELETED.
 
 A watch never stalls and never dies: every watch request asks the server to end it after
 `timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends

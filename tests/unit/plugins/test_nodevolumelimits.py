@@ -337,7 +337,7 @@ def test_one_cycle_reads_the_incoming_pods_volumes_once_per_csinode_presence() -
             calls.append(csi_node is not None)
         return real(pod, csi_node, new_pod, sources)
 
-    plugin.attachable_volumes = counting  # type: ignore[method-assign]
+    plugin.attachable_volumes = counting  # type: ignore[method-assign,assignment]
     incoming = pvc_pod(f"csi-{EBS}-0", f"csi-{EBS}-1", name="new")
     state = CycleState()
     assert plugin.pre_filter(state, incoming, nodes) == (None, None)
