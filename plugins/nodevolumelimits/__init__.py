@@ -2,7 +2,7 @@
 
 Per driver, the volumes of the pods on the node, plus VolumeAttachments to the node, plus the
 pod's new volumes (each unique volume once) must not exceed CSINode.spec.drivers[].allocatable
-.count. In-tree volumes count under their CSI driver where migration is on (csi_translation.py).
+.count. In-tree volumes count under their CSI driver where migration is on (scheduler/model/csi_translation.py).
 With VolumeLimitScaling (on in 1.37) a CSIDriver that sets preventPodSchedulingIfMissing
 rejects nodes whose CSINode lacks it. Reads the handle's listers only; never the API.
 """
@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from plugins.nodevolumelimits.csi_translation import BY_NAME, is_migration_on, plugin_of, volume_handle
 from scheduler.framework.interface import Handle, VolumeLister
 from scheduler.framework.types import (
     ActionType,
@@ -36,6 +35,7 @@ from scheduler.framework.volumes import (
     STORAGE_CLASS,
     VOLUME_ATTACHMENT,
 )
+from scheduler.model.csi_translation import BY_NAME, is_migration_on, plugin_of, volume_handle
 from scheduler.model.objects import Pod
 from scheduler.model.volumes import claim_class, claim_name, ephemeral_owner_error, meta, name_of, pod_volumes, spec
 

@@ -42,6 +42,7 @@ from scheduler.framework.types import (
     StateKey,
     Status,
 )
+from scheduler.model.csi_translation import MIGRATED_PLUGINS_ANNOTATION
 from scheduler.model.objects import Node, Pod
 from scheduler.model.quantity import parse_quantity
 from scheduler.model.volumes import (
@@ -60,7 +61,6 @@ NAME = "VolumeBinding"
 DEFAULT_BIND_TIMEOUT_SECONDS = 600
 # 1.37's default shape (StorageCapacityScoring is beta and on): emptier nodes score higher.
 DEFAULT_SHAPE = ((0, MAX_CUSTOM_SCORE), (MAX_UTILIZATION, 0))
-MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
 
 
 @dataclass(frozen=True)
@@ -175,8 +175,9 @@ class VolumeBinding:
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
         """Every node at once when the answer cannot depend on the node: all claims bound to PVs
-        that exist and have no node affinity (Filter would record empty PodVolumes everywhere, and
-        Reserve and Score treat a node without PodVolumes the same). Otherwise None: per node."""
+        that exist, have no node affinity and gain none (nor fail) when translated to CSI on nodes
+        where their in-tree plugin is migrated (Filter would record empty PodVolumes everywhere,
+        and Reserve and Score treat a node without PodVolumes the same). Otherwise None: per node."""
         data = state.get(STATE_KEY)
         if data is None or data.claims is None:
             return None
@@ -186,6 +187,8 @@ class VolumeBinding:
         for pvc in claims.bound:
             pv = self.binder.pv_cache.get(str(spec(pvc).get("volumeName") or ""))
             if pv is None or (spec(pv).get("nodeAffinity") or {}).get("required") is not None:
+                return None
+            if self.binder.translation_may_differ(pv):
                 return None
         return np.ones(table.size, np.bool_)
 
@@ -308,7 +311,10 @@ def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
 def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
-    if annotations_of(old).get(MIGRATED_PLUGINS_ANNOTATION) != annotations_of(new).get(MIGRATED_PLUGINS_ANNOTATION):
+    # A missing annotation and an empty one are the same list (kube compares the map's values).
+    if (annotations_of(old).get(MIGRATED_PLUGINS_ANNOTATION) or "") != (
+        annotations_of(new).get(MIGRATED_PLUGINS_ANNOTATION) or ""
+    ):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 

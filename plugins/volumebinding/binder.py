@@ -4,8 +4,9 @@ Sorts a pod's claims into bound, unbound WaitForFirstConsumer and unbound Immedi
 finds, per node, the PVs the unbound ones would bind to or the provisioning they need; assumes
 that choice in the PV/PVC assume caches at Reserve; at PreBind writes it to the API (PV
 claimRef, PVC selected-node annotation) through the ApiClient and waits for the PV controller
-to finish the binding. Reads the cluster only through the VolumeLister and node lookups; its
-only writes are those two updates.
+to finish the binding. A bound in-tree PV whose plugin the node's CSINode says is migrated has
+its node affinity checked as translated to CSI (csi_translation). Reads the cluster only through
+the VolumeLister and node lookups; its only writes are those two updates.
 """
 
 from __future__ import annotations
@@ -23,10 +24,18 @@ from scheduler import metrics
 from scheduler.framework.interface import VolumeLister
 from scheduler.framework.volumes import (
     CSI_DRIVER,
+    CSI_NODE,
     CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
+)
+from scheduler.model.csi_translation import (
+    MIGRATION_ON,
+    TranslationError,
+    migrated_on_node,
+    plugin_of,
+    translate_pv_topology,
 )
 from scheduler.model.objects import Node, Pod
 from scheduler.model.quantity import parse_quantity
@@ -140,6 +149,43 @@ class VolumeBinder:
         self.bind_timeout = bind_timeout
         self.pv_cache = AssumeCache(volumes, PERSISTENT_VOLUME)
         self.pvc_cache = AssumeCache(volumes, PERSISTENT_VOLUME_CLAIM)
+        # PV name -> (the PV object, its translation or the translation's error). Stores and the
+        # assume cache replace PV objects and never mutate them, so the object itself is the key.
+        self._translations: dict[str, tuple[Raw, Raw | str]] = {}
+
+    # ---- CSI migration -----------------------------------------------------------------
+
+    def _translated(self, pv: Raw) -> Raw:
+        """translate_pv_topology(pv), worked out once per PV object; BinderError as kube words it."""
+        entry = self._translations.get(name_of(pv))
+        if entry is None or entry[0] is not pv:
+            try:
+                result: Raw | str = translate_pv_topology(pv)
+            except TranslationError as exc:
+                result = f"could not translate pv: {exc}"
+            entry = (pv, result)
+            self._translations[name_of(pv)] = entry
+        if isinstance(entry[1], str):
+            raise BinderError(entry[1])
+        return entry[1]
+
+    def pv_on_node(self, pv: Raw, csi_node: Raw | None) -> Raw:
+        """The PV whose node affinity counts on a node with this CSINode (tryTranslatePVToCSI): translated
+        when its in-tree plugin's migration is on and the CSINode names the plugin as migrated."""
+        plugin = plugin_of(spec(pv))
+        if plugin is None or plugin.name not in MIGRATION_ON or not migrated_on_node(plugin.name, csi_node):
+            return pv
+        return self._translated(pv)
+
+    def translation_may_differ(self, pv: Raw) -> bool:
+        """Whether some node could see this PV's node affinity differently (or fail to translate it)."""
+        plugin = plugin_of(spec(pv))
+        if plugin is None or plugin.name not in MIGRATION_ON:
+            return False
+        try:
+            return self._translated(pv) is not pv
+        except BinderError:
+            return True
 
     # ---- PreFilter ---------------------------------------------------------------------
 
@@ -230,11 +276,12 @@ class VolumeBinder:
         return volumes, reasons
 
     def _check_bound_claims(self, claims: list[Raw], node: Node) -> tuple[bool, bool]:
+        csi_node = self.volumes.get(CSI_NODE, node.name)
         for pvc in claims:
             pv = self.pv_cache.get(str(spec(pvc).get("volumeName") or ""))
             if pv is None:
                 return True, False
-            if not check_node_affinity(pv, node):
+            if not check_node_affinity(self.pv_on_node(pv, csi_node), node):
                 return False, True
         return True, True
 
@@ -421,6 +468,7 @@ class VolumeBinder:
         if not self.pod_exists(pod):
             # Deleted while we waited: its bindings no longer matter (kube stops polling too).
             raise BinderError(f'pod does not exist any more: pod "{pod.name}" not found')
+        csi_node = self.volumes.get(CSI_NODE, node_name)
         for binding in volumes.static_bindings:
             pv = self.pv_cache.get_api_obj(key_of(binding.pv))
             if pv is None:
@@ -430,7 +478,11 @@ class VolumeBinder:
                 raise BinderError(f'failed to check binding: persistentvolumeclaim "{name_of(binding.pvc)}" not found')
             if resource_version(binding.pv) > resource_version(pv):
                 return False
-            if not check_node_affinity(pv, node):
+            try:
+                seen = self.pv_on_node(pv, csi_node)
+            except BinderError as exc:
+                raise BinderError(f"failed to translate pv to csi: {exc}") from None
+            if not check_node_affinity(seen, node):
                 raise BinderError(
                     f'pv "{name_of(pv)}" node affinity doesn\'t match node "{node_name}": no matching NodeSelectorTerms'
                 )
@@ -457,7 +509,7 @@ class VolumeBinder:
                 pv = self.pv_cache.get_api_obj(volume_name)
                 if pv is None:
                     return False
-                if not check_node_affinity(pv, node):
+                if not check_node_affinity(self.pv_on_node(pv, csi_node), node):
                     raise BinderError(
                         f'pv "{volume_name}" node affinity doesn\'t match node "{node_name}": '
                         "no matching NodeSelectorTerms"
