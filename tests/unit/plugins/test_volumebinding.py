@@ -24,6 +24,7 @@ from scheduler.framework.runtime import FrameworkHandle
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.framework.volumes import (
     CSI_DRIVER,
+    CSI_NODE,
     CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -36,6 +37,9 @@ from tests.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+GCE_ZONE = "topology.gke.io/zone"
+MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
 
 
 def storage_class(name: str, mode: str | None = "WaitForFirstConsumer", provisioner: str = "") -> Raw:
@@ -85,6 +89,21 @@ def pv(name: str, sc: str, phase: str = "Available", capacity: str = "", affinit
     if affinity:
         terms = [{"key": k, "operator": "In", "values": v} for k, v in affinity.items()]
         obj["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": terms}]}}
+    return obj
+
+
+def gce_pv(name: str, affinity: Raw | None = None, labels: Raw | None = None) -> Raw:
+    """A bound in-tree GCE PD PV (its plugin's CSI migration is on)."""
+    obj = pv(name, "wait-sc", "Bound", affinity=affinity)
+    obj["spec"]["gcePersistentDisk"] = {"pdName": name}
+    obj["metadata"]["labels"] = dict(labels or {})
+    return obj
+
+
+def csi_node(name: str, migrated: str | None = None) -> Raw:
+    obj: Raw = {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {"drivers": []}}
+    if migrated is not None:
+        obj["metadata"]["annotations"] = {MIGRATED_PLUGINS: migrated}
     return obj
 
 
@@ -285,6 +304,60 @@ CASES: list[tuple[str, Pod, list[Node], list[tuple[str, Raw]], Status | None, li
         None,
         [unresolvable(ERR_REASON_NOT_ENOUGH_SPACE)],
         [0],
+    ),
+    # CSI migration (tryTranslatePVToCSI): on a node whose CSINode names kubernetes.io/gce-pd as
+    # migrated, a GCE PD PV's zone topology is checked under the PD CSI driver's key.
+    (
+        "migrated in-tree PV: node affinity checked under the CSI topology key",
+        pod_with_claims("pvc-a"),
+        [node("node-csi", **{GCE_ZONE: "z1"}), node("node-in-tree", **{ZONE: "z1"})],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, gce_pv("pv-a", affinity={ZONE: ["z1"]})),
+            (CSI_NODE, csi_node("node-csi", "kubernetes.io/aws-ebs,kubernetes.io/gce-pd")),
+            (CSI_NODE, csi_node("node-in-tree", "kubernetes.io/gce-pd")),
+        ],
+        None,
+        [None, unresolvable(ERR_REASON_NODE_CONFLICT)],
+        [0, 0],
+    ),
+    (
+        "in-tree PV not migrated on the node: node affinity checked as written",
+        pod_with_claims("pvc-a"),
+        [
+            node("node-csi", **{GCE_ZONE: "z1"}),
+            node("node-in-tree", **{ZONE: "z1"}),
+            node("no-csinode", **{ZONE: "z1"}),
+        ],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, gce_pv("pv-a", affinity={ZONE: ["z1"]})),
+            (CSI_NODE, csi_node("node-csi", "kubernetes.io/aws-ebs")),
+            (CSI_NODE, csi_node("node-in-tree")),
+        ],
+        None,
+        [unresolvable(ERR_REASON_NODE_CONFLICT), None, None],
+        [0, 0, 0],
+    ),
+    (
+        "migrated in-tree PV with a zone label only gains the CSI zone term",
+        pod_with_claims("pvc-a"),
+        [
+            node("csi-z1", **{GCE_ZONE: "us-east1-a"}),
+            node("csi-z2", **{GCE_ZONE: "us-east1-b"}),
+            node("in-tree-z1", **{ZONE: "us-east1-a"}),
+            node("not-migrated", **{ZONE: "z9"}),
+        ],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, gce_pv("pv-a", labels={ZONE: "us-east1-a__us-east1-c"})),
+            (CSI_NODE, csi_node("csi-z1", "kubernetes.io/gce-pd")),
+            (CSI_NODE, csi_node("csi-z2", "kubernetes.io/gce-pd")),
+            (CSI_NODE, csi_node("in-tree-z1", "kubernetes.io/gce-pd")),
+        ],
+        None,
+        [None, unresolvable(ERR_REASON_NODE_CONFLICT), unresolvable(ERR_REASON_NODE_CONFLICT), None],
+        [0, 0, 0, 0],
     ),
 ]
 
@@ -545,6 +618,10 @@ def test_queueing_hints() -> None:
     migrated = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": "x"}}}
     assert csinode_hint(pod, plain, plain) == QueueingHint.SKIP
     assert csinode_hint(pod, plain, migrated) == QueueingHint.QUEUE
+    assert csinode_hint(pod, migrated, plain) == QueueingHint.QUEUE
+    assert csinode_hint(pod, None, plain) == QueueingHint.QUEUE
+    empty = {"metadata": {"name": "n", "annotations": {"storage.alpha.kubernetes.io/migrated-plugins": ""}}}
+    assert csinode_hint(pod, plain, empty) == QueueingHint.SKIP  # kube reads a missing annotation as ""
 
 
 def _batch_agrees(world: World, pod: Pod, filters: list[Status | None], scores: list[int]) -> None:
@@ -585,3 +662,89 @@ def test_batch_filter_answers_for_bound_claims_without_node_affinity_only() -> N
         assert world.plugin.pre_filter(state, pod, world.nodes)[1] is None
         mask = world.plugin.filter_batch(state, pod, _table_of(world.nodes))
         assert (mask is not None) == answers
+
+
+def test_batch_filter_goes_per_node_for_migratable_pvs_that_gain_topology_or_fail() -> None:
+    """A bound in-tree PV without node affinity keeps the all-nodes answer unless translating it
+    adds topology (a zone label) or fails; upstream's SchedulingMigratedInTreePVs PVs (EBS, bare
+    volume id, no labels) keep it."""
+    ebs = pv("pv-a", "wait-sc", "Bound")
+    ebs["spec"]["awsElasticBlockStore"] = {"volumeID": "vol-1"}
+    bad_ebs = pv("pv-a", "wait-sc", "Bound")
+    bad_ebs["spec"]["awsElasticBlockStore"] = {"volumeID": "aws://zone/not-a-volume"}
+    labelled_file = pv("pv-a", "wait-sc", "Bound")
+    labelled_file["spec"]["azureFile"] = {"shareName": "s", "secretName": "x"}  # migration off
+    labelled_file["metadata"]["labels"] = {ZONE: "z1"}
+    for volume, answers in (
+        (ebs, True),
+        (labelled_file, True),
+        (gce_pv("pv-a"), True),
+        (gce_pv("pv-a", labels={ZONE: "z1"}), False),
+        (bad_ebs, False),
+    ):
+        world = World(
+            [node("node-a", **{ZONE: "z1"}), node("node-b")],
+            [
+                (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+                (PERSISTENT_VOLUME, volume),
+                (CSI_NODE, csi_node("node-a", "kubernetes.io/aws-ebs,kubernetes.io/gce-pd")),
+            ],
+        )
+        state = CycleState()
+        pod = pod_with_claims("pvc-a")
+        assert world.plugin.pre_filter(state, pod, world.nodes)[1] is None
+        mask = world.plugin.filter_batch(state, pod, _table_of(world.nodes))
+        assert (mask is not None) == answers, volume
+
+
+def test_translation_error_is_a_filter_error_on_migrated_nodes_only() -> None:
+    bad = pv("pv-a", "wait-sc", "Bound")
+    bad["spec"]["awsElasticBlockStore"] = {"volumeID": "aws://us-west-2a/02399794d890f9375"}
+    world = World(
+        [node("migrated"), node("not-migrated")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, bad),
+            (CSI_NODE, csi_node("migrated", "kubernetes.io/aws-ebs")),
+        ],
+    )
+    _, filters, _, _ = world.run(pod_with_claims("pvc-a"))
+    assert filters[1] is None
+    status = filters[0]
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == (
+        "could not translate pv: failed to translate Kubernetes ID to EBS Volume ID "
+        "Invalid format for AWS volume (aws://us-west-2a/02399794d890f9375)"
+    )
+
+
+def test_check_bindings_translates_migrated_pvs() -> None:
+    """PreBind's wait checks the bound PV's node affinity as translated on the chosen node."""
+    from plugins.volumebinding.binder import BinderError, BindingInfo, PodVolumes
+
+    claim = pvc("pvc-a", "wait-sc", bound_pv="pv-a")
+    volume = gce_pv("pv-a", affinity={ZONE: ["z1"]})
+    volume["spec"]["claimRef"] = {"name": "pvc-a", "namespace": "default", "uid": "uid-pvc-a"}
+    bad = gce_pv("pv-b", labels={ZONE: "us-central1-a__us-east1-b"})
+    bad["spec"]["claimRef"] = {"name": "pvc-a", "namespace": "default", "uid": "uid-pvc-a"}
+    world = World(
+        [node("node-csi", **{GCE_ZONE: "z1"}), node("node-in-tree", **{ZONE: "z1"})],
+        [
+            (PERSISTENT_VOLUME_CLAIM, claim),
+            (PERSISTENT_VOLUME, volume),
+            (PERSISTENT_VOLUME, bad),
+            (CSI_NODE, csi_node("node-csi", "kubernetes.io/gce-pd")),
+            (CSI_NODE, csi_node("node-in-tree", "kubernetes.io/gce-pd")),
+        ],
+    )
+    binder = world.plugin.binder
+    pod = pod_with_claims("pvc-a")
+    assert binder.check_bindings(pod, "node-csi", PodVolumes([BindingInfo(volume, claim)])) is True
+    with pytest.raises(BinderError, match='pv "pv-a" node affinity doesn\'t match node "node-in-tree"'):
+        binder.check_bindings(pod, "node-in-tree", PodVolumes([BindingInfo(volume, claim)]))
+    with pytest.raises(BinderError) as exc:
+        binder.check_bindings(pod, "node-csi", PodVolumes([BindingInfo(bad, claim)]))
+    assert str(exc.value) == (
+        "failed to translate pv to csi: could not translate pv: failed to get region from zones: "
+        "multiple or no regions gotten from zones, got: map[us-central1:{} us-east1:{}]"
+    )
