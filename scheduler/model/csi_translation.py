@@ -185,7 +185,7 @@ def translate_topology(affinity: Raw | None, labels: Raw, csi_key: str) -> Raw |
     """translateTopologyFromInTreeToCSI on a PV's nodeAffinity (a new value; the input is kept):
     the zone key it uses becomes csi_key, or, without zone terms, the zone label's zones are added
     to every term; a beta region key becomes the GA one when the beta zone key is the one in use."""
-    result: Any = copy.deepcopy(affinity) if affinity is not None else None
+    result: dict[str, Any] | None = copy.deepcopy(dict(affinity)) if affinity is not None else None
     zone_key, region_key = _topology_keys(result, labels)
     if _topology_values(result, zone_key):
         _replace_key(result, zone_key, csi_key)
@@ -228,18 +228,17 @@ def _replace_key(affinity: Raw | None, old: str, new: str) -> None:
 
 
 def _add_topology(affinity: dict[str, Any] | None, key: str, zones: list[str]) -> dict[str, Any]:
-    result = affinity if affinity is not None else {}
-    required = result.get("required")
-    if required is None:
-        required = result["required"] = {}
-    terms = required.get("nodeSelectorTerms")
-    if not terms:
-        terms = required["nodeSelectorTerms"] = [{}]
-    for term in terms:
-        exprs = term.get("matchExpressions")
-        if exprs is None:
-            exprs = term["matchExpressions"] = []
-        exprs.append({"key": key, "operator": "In", "values": list(zones)})
+    result: dict[str, Any] = affinity if affinity is not None else {}
+    if result.get("required") is None:
+        result["required"] = {}
+    required: dict[str, Any] = result["required"]
+    if not required.get("nodeSelectorTerms"):
+        required["nodeSelectorTerms"] = [{}]
+    term: dict[str, Any]
+    for term in required["nodeSelectorTerms"]:
+        if term.get("matchExpressions") is None:
+            term["matchExpressions"] = []
+        term["matchExpressions"].append({"key": key, "operator": "In", "values": list(zones)})
     return result
 
 
