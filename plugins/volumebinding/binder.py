@@ -169,11 +169,13 @@ class VolumeBinder:
             raise BinderError(entry[1])
         return entry[1]
 
-    def pv_on_node(self, pv: Raw, csi_node: Raw | None) -> Raw:
-        """The PV whose node affinity counts on a node with this CSINode (tryTranslatePVToCSI): translated
-        when its in-tree plugin's migration is on and the CSINode names the plugin as migrated."""
+    def pv_on_node(self, pv: Raw, node_name: str) -> Raw:
+        """The PV whose node affinity counts on the node (tryTranslatePVToCSI): translated when its
+        in-tree plugin's migration is on and the node's CSINode names the plugin as migrated."""
         plugin = plugin_of(spec(pv))
-        if plugin is None or plugin.name not in MIGRATION_ON or not migrated_on_node(plugin.name, csi_node):
+        if plugin is None or plugin.name not in MIGRATION_ON:
+            return pv
+        if not migrated_on_node(plugin.name, self.volumes.get(CSI_NODE, node_name)):
             return pv
         return self._translated(pv)
 
@@ -276,12 +278,11 @@ class VolumeBinder:
         return volumes, reasons
 
     def _check_bound_claims(self, claims: list[Raw], node: Node) -> tuple[bool, bool]:
-        csi_node = self.volumes.get(CSI_NODE, node.name)
         for pvc in claims:
             pv = self.pv_cache.get(str(spec(pvc).get("volumeName") or ""))
             if pv is None:
                 return True, False
-            if not check_node_affinity(self.pv_on_node(pv, csi_node), node):
+            if not check_node_affinity(self.pv_on_node(pv, node.name), node):
                 return False, True
         return True, True
 
@@ -468,7 +469,6 @@ class VolumeBinder:
         if not self.pod_exists(pod):
             # Deleted while we waited: its bindings no longer matter (kube stops polling too).
             raise BinderError(f'pod does not exist any more: pod "{pod.name}" not found')
-        csi_node = self.volumes.get(CSI_NODE, node_name)
         for binding in volumes.static_bindings:
             pv = self.pv_cache.get_api_obj(key_of(binding.pv))
             if pv is None:
@@ -479,7 +479,7 @@ class VolumeBinder:
             if resource_version(binding.pv) > resource_version(pv):
                 return False
             try:
-                seen = self.pv_on_node(pv, csi_node)
+                seen = self.pv_on_node(pv, node_name)
             except BinderError as exc:
                 raise BinderError(f"failed to translate pv to csi: {exc}") from None
             if not check_node_affinity(seen, node):
@@ -509,7 +509,7 @@ class VolumeBinder:
                 pv = self.pv_cache.get_api_obj(volume_name)
                 if pv is None:
                     return False
-                if not check_node_affinity(self.pv_on_node(pv, csi_node), node):
+                if not check_node_affinity(self.pv_on_node(pv, node.name), node):
                     raise BinderError(
                         f'pv "{volume_name}" node affinity doesn\'t match node "{node_name}": '
                         "no matching NodeSelectorTerms"
