@@ -340,6 +340,19 @@ CASES: list[tuple[str, Pod, list[Node], list[tuple[str, Raw]], Status | None, li
         [0, 0, 0],
     ),
     (
+        "migrated in-tree PV without zone label or affinity fits every node (batch Filter answers)",
+        pod_with_claims("pvc-a"),
+        [node("migrated", **{ZONE: "z1"}), node("not-migrated")],
+        [
+            (PERSISTENT_VOLUME_CLAIM, pvc("pvc-a", "wait-sc", bound_pv="pv-a")),
+            (PERSISTENT_VOLUME, gce_pv("pv-a")),
+            (CSI_NODE, csi_node("migrated", "kubernetes.io/gce-pd")),
+        ],
+        None,
+        [None, None],
+        [0, 0],
+    ),
+    (
         "migrated in-tree PV with a zone label only gains the CSI zone term",
         pod_with_claims("pvc-a"),
         [
