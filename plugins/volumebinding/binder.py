@@ -77,6 +77,7 @@ ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound t
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 BIND_POLL_INTERVAL = 1.0
+MIN_TRANSLATIONS_KEPT = 1024
 
 
 class BinderError(Exception):
@@ -152,6 +153,7 @@ class VolumeBinder:
         # PV name -> (the PV object, its translation or the translation's error). Stores and the
         # assume cache replace PV objects and never mutate them, so the object itself is the key.
         self._translations: dict[str, tuple[Raw, Raw | str]] = {}
+        self._prune_translations_at = MIN_TRANSLATIONS_KEPT
 
     # ---- CSI migration -----------------------------------------------------------------
 
@@ -165,9 +167,21 @@ class VolumeBinder:
                 result = f"could not translate pv: {exc}"
             entry = (pv, result)
             self._translations[name_of(pv)] = entry
+            if len(self._translations) > self._prune_translations_at:
+                self._prune_translations()
         if isinstance(entry[1], str):
             raise BinderError(entry[1])
         return entry[1]
+
+    def _prune_translations(self) -> None:
+        """Forget the translations of PVs that are gone or replaced (the threshold doubles, so
+        pruning costs O(1) per translation however many PVs stay)."""
+        self._translations = {
+            name: entry
+            for name, entry in self._translations.items()
+            if entry[0] is self.pv_cache.get(name) or entry[0] is self.pv_cache.get_api_obj(name)
+        }
+        self._prune_translations_at = max(MIN_TRANSLATIONS_KEPT, 2 * len(self._translations))
 
     def pv_on_node(self, pv: Raw, node_name: str) -> Raw:
         """The PV whose node affinity counts on the node (tryTranslatePVToCSI): translated when its

@@ -761,3 +761,17 @@ def test_check_bindings_translates_migrated_pvs() -> None:
         "failed to translate pv to csi: could not translate pv: failed to get region from zones: "
         "multiple or no regions gotten from zones, got: map[us-central1:{} us-east1:{}]"
     )
+
+
+def test_translations_of_deleted_pvs_are_forgotten() -> None:
+    from plugins.volumebinding import binder as binder_module
+
+    world = World([node("n")], [(PERSISTENT_VOLUME, gce_pv(f"pv-{i}")) for i in range(3)])
+    binder = world.plugin.binder
+    for i in range(3):
+        binder.translation_may_differ(world.store.get(PERSISTENT_VOLUME, f"pv-{i}"))  # type: ignore[arg-type]
+    world.store.delete(PERSISTENT_VOLUME, gce_pv("pv-0"))
+    world.store.upsert(PERSISTENT_VOLUME, {**gce_pv("pv-1"), "metadata": {"name": "pv-1", "resourceVersion": "2"}})
+    binder._prune_translations()
+    assert sorted(binder._translations) == ["pv-2"]
+    assert binder._prune_translations_at == binder_module.MIN_TRANSLATIONS_KEPT
