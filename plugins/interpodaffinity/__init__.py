@@ -305,7 +305,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
         namespace_labels = self._namespace_labels(pod)
         topology_score: dict[str, dict[str, int]] = {}
         snapshot = self.handle.snapshot
-        if not has_preferred and not snapshot.have_pods_with_affinity():
+        if not has_preferred and not snapshot.any_pods_with_affinity():
             return Status(Code.SKIP, plugin=NAME)  # nothing with (anti-)affinity to count
         table: NodeTable | None = getattr(snapshot, "table", None)
         section = json.dumps((pod.spec.get("affinity") or {}), sort_keys=True)

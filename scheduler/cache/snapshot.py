@@ -5,6 +5,8 @@ Updated incrementally from the cache: only NodeInfos whose generation moved are 
 
 from __future__ import annotations
 
+import bisect
+import builtins
 from collections.abc import Mapping, Sequence
 
 from scheduler.framework.table import NodeTable
@@ -20,7 +22,8 @@ class Snapshot:
         # Names of nodes with pods that have (anti-)affinity, and the derived lists (built on demand).
         self.affinity_nodes: set[str] = set()
         self.anti_affinity_nodes: set[str] = set()
-        self._affinity_lists: tuple[Sequence[NodeInfo], Sequence[NodeInfo]] | None = None
+        # Both in node_info_list order; kept in step node by node (see track_affinity).
+        self._affinity_lists: tuple[builtins.list[NodeInfo], builtins.list[NodeInfo]] | None = None
         self.generation = 0
         # image name -> number of nodes that have it (ImageLocality spreads scores by this)
         self.image_num_nodes: Mapping[str, int] = {}
@@ -40,29 +43,66 @@ class Snapshot:
     def have_pods_with_required_anti_affinity(self) -> Sequence[NodeInfo]:
         return self._lists()[1]
 
+    def any_pods_with_affinity(self) -> bool:
+        """Whether have_pods_with_affinity() could be non-empty, without building it."""
+        return bool(self.affinity_nodes)
+
     def _lists(self) -> tuple[Sequence[NodeInfo], Sequence[NodeInfo]]:
         if self._affinity_lists is None:
-            with_node = [i for n in self.affinity_nodes if (i := self.node_info_map.get(n)) and i.node is not None]
-            with_node.sort(key=lambda i: self.position.get(i.name, 0))
+            if len(self.affinity_nodes) * 8 >= len(self.node_info_list):
+                with_node = [i for i in self.node_info_list if i.name in self.affinity_nodes]
+            else:
+                with_node = [i for n in self.affinity_nodes if (i := self.node_info_map.get(n)) and i.node is not None]
+                with_node.sort(key=lambda i: self.position.get(i.name, 0))
             self._affinity_lists = (
                 with_node,
                 [i for i in with_node if i.name in self.anti_affinity_nodes],
             )
         return self._affinity_lists
 
+    def _place(self, items: builtins.list[NodeInfo], info: NodeInfo, member: bool, was: bool) -> bool:
+        """Put `info` into (or take its node out of) a position-ordered list; False if it cannot."""
+        position = self.position.get(info.name)
+        if position is None or self.node_info_list[position].name != info.name:
+            return False
+        key = self._position_of
+        i = bisect.bisect_left(items, position, key=key)
+        present = i < len(items) and items[i].name == info.name
+        if present != was:
+            return False
+        if member and present:
+            items[i] = info
+        elif member:
+            items.insert(i, info)
+        elif present:
+            del items[i]
+        return True
+
+    def _position_of(self, info: NodeInfo) -> int:
+        return self.position.get(info.name, -1)
+
     def track_affinity(self, info: NodeInfo) -> None:
-        """Keep the affinity sets in step with an updated node (called by the cache)."""
+        """Keep the affinity sets (and, node by node, the lists built from them) in step with an
+        updated node (called by the cache, before it rebuilds positions when the node set changed)."""
         name = info.name
         was = name in self.affinity_nodes
-        if info.pods_with_affinity:
+        was_anti = name in self.anti_affinity_nodes
+        member = bool(info.pods_with_affinity)
+        member_anti = bool(info.pods_with_required_anti_affinity)
+        if member:
             self.affinity_nodes.add(name)
         else:
             self.affinity_nodes.discard(name)
-        if info.pods_with_required_anti_affinity:
+        if member_anti:
             self.anti_affinity_nodes.add(name)
         else:
             self.anti_affinity_nodes.discard(name)
-        if was or info.pods_with_affinity:
+        lists = self._affinity_lists
+        if lists is None or not (was or member):
+            return
+        if info.node is None or not (
+            self._place(lists[0], info, member, was) and self._place(lists[1], info, member_anti, was_anti)
+        ):
             self._affinity_lists = None
 
     def forget_affinity(self, name: str) -> None:

@@ -178,3 +178,62 @@ def test_snapshot_tracks_nodes_with_affinity_pods() -> None:
     cache.remove_pod("anti")
     cache.update_snapshot(snap)
     assert list(snap.have_pods_with_affinity()) == []
+
+
+def _affinity_pod(name: str, node_name: str, kind: str) -> Pod:
+    term = {"labelSelector": {}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = (
+        {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        if kind == "anti"
+        else {
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": term}]}
+        }
+    )
+    return Pod.from_raw(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"nodeName": node_name, "containers": [], "affinity": affinity},
+        }
+    )
+
+
+def test_affinity_lists_kept_node_by_node_equal_a_fresh_build() -> None:
+    """The lists follow each snapshot update in place (no rebuild per cycle); after every random
+    step they equal the lists a fresh snapshot builds, in node order, with the current clones."""
+    import random
+
+    rng = random.Random(11)
+    cache = Cache()
+    names = [f"n{i:02d}" for i in range(40)]
+    for name in names:
+        cache.add_or_update_node(node(name))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    pods: list[str] = []
+    for step in range(600):
+        roll = rng.random()
+        if roll < 0.45 or not pods:
+            name = f"p{step}"
+            target = rng.choice(names)
+            kind = rng.choice(["anti", "preferred", "plain"])
+            cache.add_pod(pod(name, node=target) if kind == "plain" else _affinity_pod(name, target, kind))
+            pods.append(name)
+        elif roll < 0.85:
+            cache.remove_pod(pods.pop(rng.randrange(len(pods))))
+        elif roll < 0.95:
+            extra = f"x{step}"
+            cache.add_or_update_node(node(extra))  # the node set changes: positions move
+            names.append(extra)
+        else:
+            gone = names.pop(rng.randrange(len(names)))
+            cache.remove_node(gone)
+            pods = [p for p in pods if (cached := cache.get_pod(p)) is not None and cached.node_name != gone]
+        cache.update_snapshot(snap)
+        if rng.random() < 0.7:  # read (and so build) the lists in most cycles, not all
+            fresh = Snapshot.from_node_infos(snap.node_info_list)
+            assert [i.name for i in snap.have_pods_with_affinity()] == [i.name for i in fresh.have_pods_with_affinity()]
+            assert [i.name for i in snap.have_pods_with_required_anti_affinity()] == [
+                i.name for i in fresh.have_pods_with_required_anti_affinity()
+            ]
+            assert all(i is snap.get(i.name) for i in snap.have_pods_with_affinity())
+            assert snap.any_pods_with_affinity() or not fresh.have_pods_with_affinity()
