@@ -101,6 +101,8 @@ log = structlog.get_logger("framework")
 
 # (extension point, plugin, pod uid) already logged; forgotten wholesale past this size.
 _MAX_REMEMBERED_CRASHES = 10_000
+# Nominated pods placed on their node, remembered for the filter-with-nominated pass.
+PLACED_MEMO_SIZE = 10_000
 
 
 class FrameworkError(Exception):
@@ -367,6 +369,9 @@ class Framework:
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
         self.events = dict(events or {})
         self._logged_crashes: set[tuple[str, str, str]] = set()
+        # (nominated pod uid, node) -> (the nominated Pod object, its copy placed on the node): the
+        # same nominations are filtered with on node after node, cycle after cycle.
+        self._placed: dict[tuple[str, str], tuple[Pod, Pod]] = {}
         handle.frameworks[profile_name] = self
 
     def _plugin_raised(self, point: str, plugin: str, pod: Pod, exc: Exception) -> Status:
@@ -529,7 +534,7 @@ class Framework:
         with_pods = node_info.clone()
         state_with = state.clone()
         for other in nominated:
-            placed = dataclasses.replace(other, node_name=node_info.name)
+            placed = self._placed_on(other, node_info.name)
             with_pods.add_pod(placed)
             add_status = self.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
             if add_status is not None:
@@ -538,6 +543,18 @@ class Framework:
         if status is not None:
             return status
         return self.run_filter(state, pod, node_info)
+
+    def _placed_on(self, pod: Pod, node_name: str) -> Pod:
+        """`pod` as if bound to `node_name` (a copy, remembered while the nominated object is the same)."""
+        key = (pod.uid, node_name)
+        found = self._placed.get(key)
+        if found is not None and found[0] is pod:
+            return found[1]
+        if len(self._placed) >= PLACED_MEMO_SIZE:
+            self._placed.clear()
+        placed = dataclasses.replace(pod, node_name=node_name)
+        self._placed[key] = (pod, placed)
+        return placed
 
     def run_post_filter(
         self, state: CycleState, pod: Pod, node_to_status: NodeToStatus

@@ -86,6 +86,34 @@ def test_framework_filters_with_nominated_pods_of_higher_or_equal_priority() -> 
     assert fw.handle.framework(NAME) is fw
 
 
+def test_nominated_pods_placed_on_a_node_are_reused_until_the_nomination_changes() -> None:
+    """The copy of a nominated pod bound to its node is made once per (pod object, node), not per
+    filter call; a new object for the pod (an update) makes a new copy, with the new requests."""
+    sched, inf, _ = setup()
+    inf.on_node("ADDED", raw_node("only", cpu="2"))
+    fw = sched.frameworks[NAME]
+    vip = Pod.from_raw(raw_pod("vip", cpu="1500m", priority=100))
+    sched.nominator.add(vip, "only")
+    sched.cache.update_snapshot(sched.snapshot)
+    node = sched.snapshot.get("only")
+    assert node is not None
+
+    def verdict(cpu: str) -> Status | None:
+        pod = Pod.from_raw(raw_pod("incoming", cpu=cpu, priority=0))
+        state = CycleState()
+        fw.run_pre_filter(state, pod, sched.snapshot.list())
+        return fw.run_filter_with_nominated(state, pod, node)
+
+    assert verdict("1") is not None  # 1500m nominated + 1 > 2
+    placed = fw._placed_on(vip, "only")
+    assert placed.node_name == "only" and placed is fw._placed_on(vip, "only")
+    assert verdict("400m") is None
+    smaller = Pod.from_raw(raw_pod("vip", cpu="500m", priority=100))
+    sched.nominator.add(smaller, "only")  # the nominated pod updated: a new object
+    assert verdict("1") is None  # 500m nominated + 1 fits: the old copy was not used
+    assert fw._placed_on(smaller, "only") is not placed
+
+
 async def test_an_assumed_pod_is_not_also_counted_as_nominated() -> None:
     sched, inf, client = setup()
     inf.on_node("ADDED", raw_node("only", cpu="2"))

@@ -23,6 +23,8 @@ import dataclasses
 import datetime
 import json
 import random
+import shutil
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -64,6 +66,8 @@ from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versi
 
 CREATORS = 32
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
+# Where the control-plane and scheduler logs of a failed workload run are kept (its work dir is not).
+FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
 # The pod createPods makes when neither the op nor the test case names a template: upstream's
 # makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
@@ -510,7 +514,14 @@ def run_workload(
                     await executor.run()
                     return executor.phases
 
-            phases = asyncio.run(go())
+            try:
+                phases = asyncio.run(go())
+            except Exception as err:
+                # The control plane's work dir goes with it: keep the logs of a failed run.
+                kept = FAILED_LOGS_DIR / f"{workload.key.replace('/', '_')}-{kind.key}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(plane.log_dir, kept, ignore=shutil.ignore_patterns("audit.log*"))
+                raise RuntimeError(f"{type(err).__name__}: {err} (logs kept in {kept})") from err
             row["peak_rss_mib"] = peak_rss_mib(running.pid)
         row["phases"] = phases
         if phases:
