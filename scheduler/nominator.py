@@ -40,6 +40,10 @@ class Nominator:
     def nominated_node(self, uid: str) -> str:
         return self._node_of.get(uid, "")
 
+    def nodes(self) -> list[str]:
+        """The nodes some pod is nominated to."""
+        return list(self._by_node)
+
     def pods_for_node(self, node_name: str) -> list[Pod]:
         return list(self._by_node.get(node_name, {}).values())
 

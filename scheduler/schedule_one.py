@@ -387,7 +387,7 @@ class Scheduler:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
             return self._find_per_node(fw, state, pod, allowed, diagnosis)
-        if self.nominator or not fw.filter_plugins:
+        if not fw.filter_plugins:
             return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
         return self._find_batch(fw, state, pod, diagnosis)
 
@@ -407,6 +407,17 @@ class Scheduler:
         start = self.next_start_node_index % num_nodes
         started = time.perf_counter()
         mask, per_node = fw.run_filter_batch(state, pod, table)
+        # Nodes other pods are nominated to get the two-pass check with those pods (the reference
+        # path's answer for them); the batch forms never saw nominations.
+        nominated: dict[int, Status | None] = {}
+        for name in self.nominator.nodes():
+            row = self.snapshot.position.get(name)
+            if row is not None and row < num_nodes and infos[row].name == name:
+                nominated[row] = fw.run_filter_with_nominated(state, pod, infos[row])
+        if nominated:
+            mask = mask.copy()
+            for row, verdict in nominated.items():
+                mask[row] = verdict is None
         order = table.arange + start
         order[order >= num_nodes] -= num_nodes
         feasible: list[NodeInfo] = []
@@ -420,14 +431,22 @@ class Scheduler:
             self._feasible_rows = (feasible, feasible_rows)
             rejected = order[:processed][~passes[:processed]].tolist()
             for row in rejected:
-                self._record_rejection(fw, state, pod, infos[row], fw.run_filter(state, pod, infos[row]), diagnosis)
+                status = nominated[row] if row in nominated else fw.run_filter(state, pod, infos[row])
+                self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
         else:
             processed = 0
             batch_ok = mask.tolist()
             for row in order.tolist():
                 info = infos[row]
                 processed += 1
-                if batch_ok[row]:
+                if row in nominated:
+                    status = nominated[row]
+                    if status is None:
+                        feasible.append(info)
+                        if len(feasible) >= to_find:
+                            break
+                        continue
+                elif batch_ok[row]:
                     status = fw.run_filter_plugins(per_node, state, pod, info)
                     if status is None:
                         feasible.append(info)

@@ -250,15 +250,33 @@ def test_batch_forms_agree_with_per_node_forms(
         assert {k: v.tolist() for k, v in per_batch.items()} == {k: v.tolist() for k, v in per_node.items()}
 
 
+@st.composite
+def nominations(draw: Any) -> list[tuple[dict[str, Any], int]]:
+    """Pods nominated to node indices, with priorities around the pending pods' 0 (some count)."""
+    out = []
+    for i in range(draw(st.integers(0, 4))):
+        raw = draw(pod(f"nominated{i}"))
+        raw["spec"]["priority"] = draw(st.integers(-2, 2))
+        out.append((raw, draw(st.integers(0, 9))))
+    return out
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cluster(), st.integers(0, 50), st.sampled_from([None, 10, 50, 100]))
+@given(cluster(), st.integers(0, 50), st.sampled_from([None, 10, 50, 100]), nominations())
 def test_batch_filtering_path_matches_reference_path(
-    data: tuple[list[Any], list[Any], list[Any]], start: int, percentage: int | None
+    data: tuple[list[Any], list[Any], list[Any]],
+    start: int,
+    percentage: int | None,
+    nominated: list[tuple[dict[str, Any], int]],
 ) -> None:
+    """Also with pods nominated to some nodes: the batch path checks those nodes with the
+    nominated pods as the reference path does (kube's two passes)."""
     nodes, existing, pending = data
     sched = load(nodes, existing)
     fw = sched.frameworks[NAME]
     fw.percentage_of_nodes_to_score = percentage
+    for raw, index in nominated:
+        sched.nominator.add(Pod.from_raw(raw), f"n{index % len(nodes)}")
     for raw in pending:
         pod = Pod.from_raw(raw)
         results = []
