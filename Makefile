@@ -44,7 +44,7 @@ image-test: $(STAMP) controlplane
 demo: $(STAMP) controlplane
 	$(PY) -m scheduler.testing.demo
 
-# The full agreement table (the 59 scenario files + 300 generated, seed 137) into
+# The full agreement table (the scenario files + 300 generated, seed 137) into
 # tests/agreement/RESULTS.md; `make test` runs the files + the first 100 generated.
 AGREEMENT_ARGS ?= --seed 137 --generated 300
 agreement: $(STAMP) controlplane
