@@ -110,6 +110,11 @@ VOLUME_KINDS = (
 )
 
 
+def collection_path(group: str, version: str, plural: str) -> str:
+    """The API path of a built-in kind's collection (core group under /api)."""
+    return f"/apis/{group}/{version}/{plural}" if group else f"/api/{version}/{plural}"
+
+
 def full_registry() -> Registry:
     registry = in_tree_registry()
     registry.merge(load_entry_points())
@@ -253,8 +258,8 @@ def _volume_reflectors(client: HttpApiClient, informers: Informers) -> list[Refl
     scheduling rate like pods do (four events per pod in upstream's volume workloads)."""
     reflectors = []
     for group, version, plural, kind in VOLUME_KINDS:
-        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        reflectors.append(Reflector(client, f"{prefix}/{plural}", functools.partial(informers.on_volume_object, kind)))
+        path = collection_path(group, version, plural)
+        reflectors.append(Reflector(client, path, functools.partial(informers.on_volume_object, kind)))
     return reflectors
 
 
@@ -265,9 +270,8 @@ async def _prime(
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
     for group, version, plural, kind in WORKLOAD_KINDS:
-        prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
         api_version = f"{group}/{version}" if group else version
-        for item in (await client.request("GET", f"{prefix}/{plural}"))["items"]:
+        for item in (await client.request("GET", collection_path(group, version, plural)))["items"]:
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)

@@ -17,7 +17,15 @@ from typing import Any
 
 from scheduler.api.fake import FakeApiClient
 from scheduler.api.http import HttpApiClient, load_connection
-from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, Options, build_scheduler, full_registry, load_scheduler_config
+from scheduler.app import (
+    VOLUME_KINDS,
+    WORKLOAD_KINDS,
+    Options,
+    build_scheduler,
+    collection_path,
+    full_registry,
+    load_scheduler_config,
+)
 from scheduler.framework.types import CycleState, Diagnosis, FitError, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
@@ -147,11 +155,11 @@ async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tu
             "volumes_by_kind": [],
         }
         for group, version, plural, _ in WORKLOAD_KINDS:
-            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            cluster["workloads_by_kind"].append((await client.request("GET", f"{prefix}/{plural}"))["items"])
+            path = collection_path(group, version, plural)
+            cluster["workloads_by_kind"].append((await client.request("GET", path))["items"])
         for group, version, plural, _ in VOLUME_KINDS:
-            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            cluster["volumes_by_kind"].append((await client.request("GET", f"{prefix}/{plural}"))["items"])
+            path = collection_path(group, version, plural)
+            cluster["volumes_by_kind"].append((await client.request("GET", path))["items"])
         return raw_pod, cluster
     finally:
         await client.close()

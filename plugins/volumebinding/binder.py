@@ -12,7 +12,8 @@ the VolumeLister and node lookups; its only writes are those two updates.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -80,6 +81,16 @@ BIND_POLL_INTERVAL = 1.0
 MIN_TRANSLATIONS_KEPT = 1024
 
 
+@contextlib.contextmanager
+def _stage_errors(operation: str) -> Iterator[None]:
+    """Count a failure of the stage in scheduler_volume_scheduling_stage_error_total, as kube does."""
+    try:
+        yield
+    except Exception:
+        metrics.child(metrics.volume_scheduling_stage_errors, operation).inc()
+        raise
+
+
 class BinderError(Exception):
     """A binder failure that makes the pod's scheduling attempt an error (retried with backoff)."""
 
@@ -141,7 +152,7 @@ class VolumeBinder:
         client: ApiClient,
         node_lookup: Callable[[str], Node | None],
         bind_timeout: float,
-        pod_exists: Callable[[Pod], bool] = lambda pod: True,
+        pod_exists: Callable[[Pod], bool],
     ) -> None:
         self.volumes = volumes
         self.client = client
@@ -268,11 +279,8 @@ class VolumeBinder:
 
     def find_pod_volumes(self, pod: Pod, claims: PodVolumeClaims, node: Node) -> tuple[PodVolumes, list[str]]:
         """The node's PodVolumes and, when it does not fit, upstream's conflict reasons."""
-        try:
+        with _stage_errors("predicate"):
             return self._find_pod_volumes(claims, node)
-        except (BinderError, ValueError):
-            metrics.child(metrics.volume_scheduling_stage_errors, "predicate").inc()
-            raise
 
     def _find_pod_volumes(self, claims: PodVolumeClaims, node: Node) -> tuple[PodVolumes, list[str]]:
         volumes = PodVolumes()
@@ -388,11 +396,8 @@ class VolumeBinder:
 
     def assume_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> bool:
         """Lay the node's choice over the caches; True when every claim is already bound."""
-        try:
+        with _stage_errors("assume"):
             return self._assume_pod_volumes(pod, node_name, volumes)
-        except Exception:
-            metrics.child(metrics.volume_scheduling_stage_errors, "assume").inc()
-            raise
 
     def _assume_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> bool:
         if self._all_bound(pod):
@@ -437,11 +442,8 @@ class VolumeBinder:
 
     async def bind_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> None:
         """Write the assumed bindings and wait for the PV controller; raises BinderError or ApiError."""
-        try:
+        with _stage_errors("bind"):
             await self._bind_pod_volumes(pod, node_name, volumes)
-        except Exception:
-            metrics.child(metrics.volume_scheduling_stage_errors, "bind").inc()
-            raise
 
     async def _bind_pod_volumes(self, pod: Pod, node_name: str, volumes: PodVolumes) -> None:
         await self._bind_api_update(volumes)

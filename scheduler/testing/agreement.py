@@ -57,7 +57,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.api.fake import FakeApiClient
-from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, build_scheduler, full_registry
+from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, build_scheduler, collection_path, full_registry
 from scheduler.config import API_VERSION, KIND, SchedulerConfig, parse_config
 from scheduler.framework.types import CycleState, FitError
 from scheduler.informers import Informers
@@ -776,12 +776,11 @@ class Side:
         workloads = []
         for group, version, plural, kind in WORKLOAD_KINDS:
             api_version = f"{group}/{version}" if group else version
-            prefix = f"/apis/{api_version}" if group else f"/api/{version}"
-            workloads += [(api_version, kind, item) for item in self.api("GET", f"{prefix}/{plural}")["items"]]
+            path = collection_path(group, version, plural)
+            workloads += [(api_version, kind, item) for item in self.api("GET", path)["items"]]
         volumes = []
         for group, version, plural, kind in VOLUME_KINDS:
-            prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            volumes += [(kind, item) for item in self.api("GET", f"{prefix}/{plural}")["items"]]
+            volumes += [(kind, item) for item in self.api("GET", collection_path(group, version, plural))["items"]]
         return ClusterState(
             namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
             workloads=tuple(workloads),
