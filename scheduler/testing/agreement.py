@@ -75,31 +75,6 @@ RESULTS_FILE = REPO_ROOT / "tests" / "agreement" / "RESULTS.md"
 KUBE = "kube-scheduler"
 OURS = "ours"
 
-# Scenarios that disagree for a known reason, with that reason (which side, which plugin): the
-# table marks them, the cluster test expects them to fail (xfail) while they disagree. A scoring
-# difference shows only when kube-scheduler's random tie-break goes one way, so a disagreement whose
-# only difference in kube-scheduler's logged per-plugin scores is BalancedAllocation is recognised
-# as _BALANCED wherever it appears (known_cause).
-_BALANCED = (
-    "ours: NodeResourcesBalancedAllocation scores the balance with the pod; kube 1.37 scores the change "
-    "(50 + (50 + with - without) / 2, balancedResourceScorer in balanced_allocation.go); not fixed on any branch"
-)
-_POD_LEVEL = (
-    "ours: NodeResourcesFit ignores pod-level resources (spec.resources, PodLevelResources beta in 1.37); "
-    "fixed on branch profile137 (e5abd45), with which this scenario agrees"
-)
-KNOWN_DISAGREEMENTS: dict[str, str] = {
-    "gen-137-4": _POD_LEVEL,
-    "gen-137-30": _POD_LEVEL,
-    "gen-137-39": _POD_LEVEL,
-    "gen-137-50": _POD_LEVEL,
-    "gen-137-83": _POD_LEVEL,
-    **{f"gen-137-{i}": _POD_LEVEL for i in (152, 159, 182, 216, 227, 254, 269, 286, 290)},
-    "gen-137-84": (
-        f"{_BALANCED}; and ours: ImageLocality takes each node's own image size, kube the first size reported "
-        "per image name (fixed on branch profile137, d0e349c, with which this scenario agrees)"
-    ),
-}
 # How the PostFilter reasons of kube-scheduler's DynamicResources and DefaultPreemption begin.
 POST_FILTER_REASONS = (
     "no new claims to deallocate",
@@ -1102,9 +1077,9 @@ class ScenarioResult:
         )
 
     def diff(self) -> str:
-        """A readable account of every disagreement."""
-        if self.status == "error":
-            return f"{self.scenario.name}: {self.error}"
+        """A readable account of every disagreement (or of why the scenario was not compared)."""
+        if self.status != "compared":
+            return f"{self.scenario.name}: {self.status}: {self.error}"
         lines = []
         for pod in self.pods:
             if pod.agrees:
@@ -1221,27 +1196,6 @@ def compare(scenario: Scenario, kube: SideRun, ours: SideRun, config: SchedulerC
 # --------------------------------------------------------------------------- running it all
 
 
-BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
-
-
-def known_cause(result: ScenarioResult) -> str:
-    """Why `result` disagrees, when that is known ("" if it agrees or nobody knows): the scenario's
-    entry in KNOWN_DISAGREEMENTS, or _BALANCED when every disagreeing pod differs only in the node
-    chosen and kube-scheduler's logged scores differ from our replay's only in BalancedAllocation."""
-    if result.agrees:
-        return ""
-    if result.scenario.name in KNOWN_DISAGREEMENTS:
-        return KNOWN_DISAGREEMENTS[result.scenario.name]
-    if result.status != "compared":
-        return ""
-    disagreeing = [p for p in result.pods if not p.agrees]
-    if all(
-        p.verdict_agrees and p.message_agrees and p.plugins_differing == (BALANCED_ALLOCATION,) for p in disagreeing
-    ):
-        return _BALANCED
-    return ""
-
-
 @dataclass(frozen=True)
 class RunInfo:
     """Where a report comes from: the date, the commit, the generator's seed and count."""
@@ -1301,6 +1255,12 @@ class AgreementReport:
         """Pods for which kube-scheduler's own per-node final scores were read from its log."""
         return sum(p.kube_scored for r in self.compared for p in r.pods)
 
+    @property
+    def failures(self) -> list[ScenarioResult]:
+        """Every scenario that did not agree: a disagreement, an error in either run, or a scenario
+        not run at all (pending). Any of them fails the run; nothing is excused."""
+        return [r for r in self.results if not r.agrees]
+
     def result(self, scenario: str) -> ScenarioResult:
         for result in self.results:
             if result.scenario.name == scenario:
@@ -1319,8 +1279,6 @@ class AgreementReport:
                 continue
             c = result.counts()
             verdict = "agree" if result.agrees else "DISAGREE"
-            if not result.agrees and known_cause(result):
-                verdict = "DISAGREE (known)"
             rows.append(
                 [
                     result.scenario.name,
@@ -1357,10 +1315,8 @@ class AgreementReport:
     def _diffs(self) -> list[str]:
         out = []
         for result in self.results:
-            if result.status == "pending" or result.agrees:
-                continue
-            cause = known_cause(result)
-            out.append(result.diff() + (f"\n    cause: {cause}" if cause else ""))
+            if not result.agrees:
+                out.append(result.diff())
         return out
 
     def text(self) -> str:
@@ -1416,10 +1372,6 @@ class AgreementReport:
         diffs = self._diffs()
         if diffs:
             out += ["", "## Disagreements", ""]
-            out += [
-                "Each with its cause where it is known (known_cause in scheduler/testing/agreement.py).",
-                "",
-            ]
             out += ["```", *diffs, "```"]
         compared_scores = [p for r in self.compared for p in r.pods if p.scores_equal is not None]
         if compared_scores:
@@ -1558,7 +1510,8 @@ def run_agreement(
     results = []
     for scenario in scenarios:
         if scenario.name not in runs:
-            results.append(ScenarioResult(scenario, "pending"))
+            missing = ", ".join(scenario.pending_plugins(registered))
+            results.append(ScenarioResult(scenario, "pending", error=f"not run: {missing} not registered"))
         else:
             results.append(compare(scenario, *runs[scenario.name], config))
     return AgreementReport(results, time.monotonic() - began, registered, info or RunInfo.now())
@@ -1611,12 +1564,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     info = RunInfo.now(args.seed if args.generated else None, len(generated))
     report = run_agreement(scenarios, progress=lambda line: print(line, flush=True), info=info)
-    print(report.text())
     results = args.results or (RESULTS_FILE if args.only is None and not args.no_files else None)
+    return publish(report, results)
+
+
+def publish(report: AgreementReport, results: Path | None) -> int:
+    """Print the table (and write it to `results`); the exit status: 1 when any scenario failed."""
+    print(report.text())
     if results is not None:
         results.write_text(report.markdown())
         print(f"wrote {results}")
-    return 0 if all(r.agrees or known_cause(r) for r in report.compared) else 1
+    failures = report.failures
+    if failures:
+        names = ", ".join(r.scenario.name for r in failures)
+        print(f"{len(failures)} of {len(report.results)} scenarios failed: {names}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
