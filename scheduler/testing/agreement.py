@@ -1327,7 +1327,7 @@ class AgreementReport:
         lines.append(f"total: {self._summary()}; {self.seconds:.0f} s")
         diffs = self._diffs()
         if diffs:
-            lines += ["", "disagreements:", *diffs]
+            lines += ["", "disagreements and errors:", *diffs]
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -1371,7 +1371,7 @@ class AgreementReport:
         out += ["| " + " | ".join(row) + " |" for row in self.table_rows()]
         diffs = self._diffs()
         if diffs:
-            out += ["", "## Disagreements", ""]
+            out += ["", "## Disagreements and errors", ""]
             out += ["```", *diffs, "```"]
         compared_scores = [p for r in self.compared for p in r.pods if p.scores_equal is not None]
         if compared_scores:
