@@ -107,9 +107,9 @@ class Process:
             return ""
         self._proc.kill()
         self._proc.wait()
+        tail = self.log_tail(15)
         return (
-            f"replica {self.label} did not stop within {self.stop_grace:g} s of SIGTERM (killed); its log ends:\n"
-            + (self.log_tail(15))
+            f"replica {self.label} did not stop within {self.stop_grace:g} s of SIGTERM (killed); its log ends:\n{tail}"
         )
 
     def log_text(self) -> str:
