@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test agreement
+.PHONY: all install controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test agreement readme
 
 all: test
 
@@ -63,6 +63,11 @@ bench: $(STAMP) controlplane
 bench-own: $(STAMP) controlplane
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m scheduler.testing.bench $(OWN_BENCH_ARGS)
+
+# README.md's tables, rewritten from the result files (bench-results/, tests/faults/, tests/agreement/);
+# tests/unit/test_readme_tables.py fails when they differ. Run after a benchmark, fault or agreement run.
+readme: $(STAMP)
+	$(PY) -m scheduler.testing.readme
 
 # deploy/: the chart rendered with its default values (tests/cluster/test_chart.py checks it is current).
 deploy: $(STAMP) controlplane

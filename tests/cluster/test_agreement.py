@@ -6,7 +6,7 @@ schedulers side by side) serves every test here; each scenario is a test of its 
 with the per-pod diff: verdict (bound / unschedulable / gated), the FailedScheduling message
 without kube-scheduler's PostFilter part, whether our node is among kube-scheduler's top-scored
 nodes by its own log, and whether each chosen node is in our replayed top-score set.
-`make agreement` runs the same 59 with 300 generated (the committed tests/agreement/RESULTS.md);
+`make agreement` runs the same scenario files with 300 generated (the committed tests/agreement/RESULTS.md);
 `python -m scheduler.testing.agreement` prints the table.
 """
 

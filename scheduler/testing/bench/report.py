@@ -19,6 +19,7 @@ import platform
 import subprocess
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -340,27 +341,42 @@ def write(results: dict[str, Any], out_dir: Path, latest: Path | None) -> str:
 # ------------------------------------------------------------------------------ profiles
 
 
-def profile_summary(collapsed: Iterable[str], top: int = 30) -> str:
-    """Markdown summary of py-spy's raw (collapsed stacks) output: samples on top of the stack
-    (self time) by package and by function, and time spent inside each of the project's own and
-    kopf's functions (total, callees included)."""
-    by_package: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    total: Counter[str] = Counter()
-    samples = 0
+@dataclass
+class ProfileCounts:
+    """Samples of a py-spy profile: on top of the stack (self) by package and by function, and
+    inside each of the project's own and kopf's functions (total, callees included)."""
+
+    samples: int = 0
+    by_package: Counter[str] = field(default_factory=Counter)
+    own: Counter[str] = field(default_factory=Counter)
+    total: Counter[str] = field(default_factory=Counter)
+
+
+def profile_counts(collapsed: Iterable[str]) -> ProfileCounts:
+    """Count py-spy's raw (collapsed stacks) output; functions are named `func (dir/module.py)`."""
+    counts = ProfileCounts()
     for line in collapsed:
         stack, _, count_text = line.rstrip("\n").rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        samples += count
+        counts.samples += count
         frames = [frame for frame in stack.split(";") if frame]
         if not frames:
             continue
-        by_package[_package(frames[-1])] += count
-        own[_frame_name(frames[-1])] += count
+        counts.by_package[_package(frames[-1])] += count
+        counts.own[_frame_name(frames[-1])] += count
         for name in {_frame_name(frame) for frame in frames if _package(frame) in _INCLUSIVE_PACKAGES}:
-            total[name] += count
+            counts.total[name] += count
+    return counts
+
+
+def profile_summary(collapsed: Iterable[str], top: int = 30) -> str:
+    """Markdown summary of py-spy's raw (collapsed stacks) output: samples on top of the stack
+    (self time) by package and by function, and time spent inside each of the project's own and
+    kopf's functions (total, callees included)."""
+    counts = profile_counts(collapsed)
+    samples, by_package, own, total = counts.samples, counts.by_package, counts.own, counts.total
 
     def table(title: str, counter: Counter[str]) -> list[str]:
         rows = [f"| {100 * n / max(samples, 1):.1f} | `{name}` |" for name, n in counter.most_common(top)]
