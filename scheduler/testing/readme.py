@@ -526,6 +526,29 @@ def block_agreement(root: Path, args: Mapping[str, str]) -> str:
 # ---------------------------------------------------------------------------------- the file
 
 
+# Everything the blocks read, as globs under the repository root.
+INPUTS = (
+    README,
+    "bench-results/*-upstream-*/results*.json",
+    "bench-results/*-upstream-*/profile-*.txt",
+    FAULTS_JSON,
+    PARTITION_MD,
+    AGREEMENT_MD,
+    f"{AGREEMENT_SCENARIOS}/*.yaml",
+)
+
+
+def copy_inputs(root: Path, dest: Path) -> None:
+    """Copy README.md and every result file the blocks read from `root` to `dest` (same paths):
+    a check against the copy sees the files as they were when copied, whatever rewrites them later
+    (the fault suite rewrites its own results in every run)."""
+    for pattern in INPUTS:
+        for source in root.glob(pattern):
+            target = dest / source.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+
+
 BLOCKS: dict[str, Callable[[Path, Mapping[str, str]], str]] = {
     "bench-latest": block_bench_latest,
     "bench-summary": block_bench_summary,
