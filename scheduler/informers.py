@@ -182,7 +182,7 @@ class Informers:
             non_zero_memory=0,
             raw=raw,
         )
-        self.sched.report_failure(pod, "SchedulerError", str(error), None)
+        self.sched.status_writes.report(pod, "SchedulerError", str(error), None)
 
     # ---- nodes ---------------------------------------------------------------------------
 

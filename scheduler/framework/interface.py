@@ -99,7 +99,7 @@ class Handle(Protocol):
     # Move these pods to activeQ now (running PreEnqueue again).
     activate: Callable[[Sequence[str]], None]
     # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
-    spawn: Callable[[Coroutine[Any, Any, None]], None]
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
     # Whether the informers still have this pod (kube's pod lister); False once it was deleted.
     pod_exists: Callable[[Pod], bool]
 

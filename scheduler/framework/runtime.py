@@ -242,7 +242,7 @@ class FrameworkHandle:
         self._pdbs = PdbStore()
         self.waiting_pods: dict[str, WaitingPod] = {}
         self.activate: Callable[[Sequence[str]], None] = lambda uids: None
-        self.spawn: Callable[[Coroutine[Any, Any, None]], None] = _spawn_detached
+        self.spawn: Callable[[Coroutine[Any, Any, None]], object] = _spawn_detached
         self.pod_exists: Callable[[Pod], bool] = _exists
         # The scheduler shares its nominator here; every profile's framework registers itself.
         self.nominator: PodNominator = _NoNominations()

@@ -144,7 +144,7 @@ async def test_a_stale_report_never_overwrites_a_bind_and_a_fresh_one_lands(
         await client.bind(views["stale"], node)
         for pod in views.values():
             sched.pending_pods[pod.uid] = pod
-            sched.report_failure(pod, "Unschedulable", UNFIT, "")
+            sched.status_writes.report(pod, "Unschedulable", UNFIT, "")
         await sched.drain()
         stale = core.read_namespaced_pod("stale", namespace)
         assert stale.spec.node_name == node
@@ -162,7 +162,7 @@ async def test_a_stale_report_never_overwrites_a_bind_and_a_fresh_one_lands(
         # A later failure with another message keeps the transition time (status unchanged).
         view = Pod.from_raw(await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/fresh"))
         sched.pending_pods[view.uid] = view
-        sched.report_failure(view, "Unschedulable", "0/1 nodes are available: 1 Too many pods.", None)
+        sched.status_writes.report(view, "Unschedulable", "0/1 nodes are available: 1 Too many pods.", None)
         await sched.drain()
         condition = scheduled_condition(core.read_namespaced_pod("fresh", namespace))
         assert condition is not None and condition.message == "0/1 nodes are available: 1 Too many pods."
