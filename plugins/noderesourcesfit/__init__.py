@@ -7,13 +7,14 @@ strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from plugins.helper import unexpected_objects
+from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -37,8 +38,6 @@ NAME = "NodeResourcesFit"
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
-MAX_UTILIZATION = 100
-MAX_CUSTOM_SCORE = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +135,6 @@ def _is_scalar(name: str) -> bool:
     return _is_extended(name) or name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name
 
 
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division, which truncates toward zero (Python's // floors)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b > 0) else -quotient
-
-
 def insufficient_resources(
     requests: Resource,
     node_info: NodeInfo,
@@ -189,21 +182,6 @@ def _most(requested: int, capacity: int) -> int:
     if capacity == 0:
         return 0
     return min(requested, capacity) * MAX_NODE_SCORE // capacity
-
-
-def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
-    """helper.BuildBrokenLinearFunction: piecewise-linear utilisation -> score over (utilization, score) points."""
-
-    def fn(utilization: int) -> int:
-        for i, (u, s) in enumerate(scaled):
-            if utilization <= u:
-                if i == 0:
-                    return s
-                pu, ps = scaled[i - 1]
-                return ps + _go_div((s - ps) * (utilization - pu), u - pu)
-        return scaled[-1][1]
-
-    return fn
 
 
 class NodeResourcesFit:

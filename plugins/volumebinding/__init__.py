@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from plugins.noderesourcesfit import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
+from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
 from plugins.volumebinding.binder import (
     UNBOUND_IMMEDIATE,
     BinderError,

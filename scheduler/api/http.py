@@ -23,8 +23,7 @@ import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from scheduler import __version__, metrics
-from scheduler.api import codec
+from scheduler import __version__, codec, metrics
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 

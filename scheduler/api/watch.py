@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.api import codec
+from scheduler import codec
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient
 

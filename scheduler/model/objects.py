@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from scheduler.api import codec
+from scheduler import codec
 from scheduler.model.podresources import (
     DEFAULT_NON_MISSING,
     PodResources,

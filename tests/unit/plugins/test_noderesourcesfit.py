@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import plugins.noderesourcesfit as fit
+from plugins.helper.shape_score import broken_linear
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
 from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
@@ -953,7 +954,7 @@ def test_zero_weight_defaults_to_one_as_v1_config_does() -> None:
     ],
 )
 def test_broken_linear_function(points: list[tuple[int, int]], assertions: list[tuple[int, int]]) -> None:
-    function = fit.broken_linear(points)
+    function = broken_linear(points)
     assert [function(p) for p, _ in assertions] == [want for _, want in assertions]
 
 
