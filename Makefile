@@ -23,6 +23,7 @@ controlplane:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check scheduler plugins tests
 	$(VENV)/bin/ruff format --check scheduler plugins tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/test_layers.py
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
