@@ -13,20 +13,33 @@ A watch never stalls and never dies: every watch request asks the server to end 
 `timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends
 every minute) arrives for `read_timeout` seconds; any failure, including a failing relist, is
 retried with capped exponential backoff until the task is cancelled.
+
+A relist never holds the event loop, which the Lease renewal shares: it asks for pages of
+LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager), so no single answer is large to
+decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS, yielding
+in between. Pages are listed without a resourceVersion: that is what makes the apiserver honour
+`limit` (client-go's first list asks for resourceVersion "0", which the watch cache of apiservers
+before list snapshots answers whole, and its relists ask for the last resourceVersion unpaged, also
+whole from the watch cache — a separate goroutine there, the Lease's loop here); 1.37 serves such
+pages from the watch cache's snapshots, older servers from etcd. The replace happens only after the
+last page arrived, so a list that fails half-way tells the handler nothing; the watch resumes from
+the list's resourceVersion. A continue token that expired (the list outlived etcd's compaction)
+falls back to one full list, as client-go's pager does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
 from scheduler.api import codec
-from scheduler.api.client import ApiError
-from scheduler.api.http import HttpApiClient
+from scheduler.api.client import ApiError, ListWatchClient
 
 log = structlog.get_logger("watch")
 
@@ -36,22 +49,43 @@ Handler = Callable[[str, Mapping[str, Any]], None]
 WATCH_READ_TIMEOUT_SECONDS = 90.0
 INITIAL_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 5.0
+# client-go's pager default.
+LIST_PAGE_SIZE = 500
+# The longest stretch a relist hands objects to the handler before it lets other tasks (the Lease
+# renewal, the scheduling loop, other watches) run.
+DISPATCH_SLICE_SECONDS = 0.005
+
+
+class Pacer:
+    """Bounded slices of synchronous work on the event loop: pace() after each unit of work yields
+    to the loop once `budget` seconds have run since the last yield."""
+
+    def __init__(self, budget: float = DISPATCH_SLICE_SECONDS) -> None:
+        self.budget = budget
+        self._since = time.perf_counter()
+
+    async def pace(self) -> None:
+        if time.perf_counter() - self._since >= self.budget:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
 
 
 class Reflector:
     def __init__(
         self,
-        client: HttpApiClient,
+        client: ListWatchClient,
         path: str,
         handler: Handler,
         timeout_seconds: int = 300,
         read_timeout: float = WATCH_READ_TIMEOUT_SECONDS,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         self.client = client
         self.path = path  # collection path, may carry a query (e.g. a field selector)
         self.handler = handler
         self.timeout_seconds = timeout_seconds
         self.read_timeout = read_timeout
+        self.page_size = page_size
         self.relists = 0
         self.resource_version = ""
         self._known: dict[str, Mapping[str, Any]] = {}  # uid -> last object seen
@@ -61,18 +95,43 @@ class Reflector:
 
     async def list(self) -> None:
         """(Re)list: ADDED for every object, DELETED for known objects no longer there."""
-        body = await self.client.request("GET", self.path)
+        items, resource_version = await self._list_pages()
         self.relists += 1
+        pacer = Pacer()
         seen: dict[str, Mapping[str, Any]] = {}
-        for item in body.get("items") or ():
+        for item in items:
             uid = (item.get("metadata") or {}).get("uid", "")
             seen[uid] = item
             self.handler("ADDED", item)
+            await pacer.pace()
         for uid, gone in self._known.items():
             if uid not in seen:
                 self.handler("DELETED", gone)
+                await pacer.pace()
         self._known = seen
-        self.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
+        self.resource_version = resource_version
+
+    async def _list_pages(self) -> tuple[list[Mapping[str, Any]], str]:
+        """Every object of the collection, page by page, and the list's resourceVersion (the same on every page)."""
+        items: list[Mapping[str, Any]] = []
+        token = ""
+        while True:
+            query = f"limit={self.page_size}"
+            if token:
+                query += f"&continue={urllib.parse.quote(token, safe='')}"
+            try:
+                body = await self.client.request("GET", f"{self.path}{self._sep()}{query}")
+            except ApiError as exc:
+                if not (token and exc.status == 410):
+                    raise
+                log.info("list continuation expired; listing in full", path=self.path)
+                body = await self.client.request("GET", self.path)
+                return list(body.get("items") or ()), (body.get("metadata") or {}).get("resourceVersion", "")
+            items.extend(body.get("items") or ())
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, meta.get("resourceVersion", "")
 
     def _dispatch(self, event: Mapping[str, Any]) -> bool:
         """Handle one watch event; False when the watch must restart from a fresh list."""
