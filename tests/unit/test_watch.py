@@ -24,9 +24,12 @@ def node(name: str, rv: str = "1") -> dict[str, Any]:
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
+        self.deleted = asyncio.Event()
 
     def __call__(self, kind: str, obj: Mapping[str, Any]) -> None:
         self.events.append((kind, obj["metadata"]["name"]))
+        if kind == "DELETED":
+            self.deleted.set()
 
 
 def fake_with(count: int, path: str = NODES) -> FakeApiClient:
@@ -146,11 +149,11 @@ async def test_a_watch_that_expires_relists_in_pages() -> None:
     fake.reads.clear()
     task = asyncio.create_task(reflector.run(listed=True))
     try:
-        while reflector.relists < 2:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(seen.deleted.wait(), timeout=10)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert "watch=1" in fake.reads[0] and "resourceVersion=77" in fake.reads[0]
     assert [read.split("?")[1][:9] for read in fake.reads[1:3]] == ["limit=500", "limit=500"]
     assert seen.events[-1] == ("DELETED", "n650")
+    assert reflector.relists == 2
