@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -111,7 +111,7 @@ class Reflector:
         self._known = seen
         self.resource_version = resource_version
 
-    async def _list_pages(self) -> tuple[list[Mapping[str, Any]], str]:
+    async def _list_pages(self) -> tuple[Sequence[Mapping[str, Any]], str]:
         """Every object of the collection, page by page, and the list's resourceVersion (the same on every page)."""
         items: list[Mapping[str, Any]] = []
         token = ""
