@@ -14,17 +14,18 @@ A watch never stalls and never dies: every watch request asks the server to end 
 every minute) arrives for `read_timeout` seconds; any failure, including a failing relist, is
 retried with capped exponential backoff until the task is cancelled.
 
-A relist never holds the event loop, which the Lease renewal shares: it asks for pages of
-LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager), so no single answer is large to
-decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS, yielding
-in between. Pages are listed without a resourceVersion: that is what makes the apiserver honour
-`limit` (client-go's first list asks for resourceVersion "0", which the watch cache of apiservers
-before list snapshots answers whole, and its relists ask for the last resourceVersion unpaged, also
-whole from the watch cache — a separate goroutine there, the Lease's loop here); 1.37 serves such
-pages from the watch cache's snapshots, older servers from etcd. The replace happens only after the
-last page arrived, so a list that fails half-way tells the handler nothing; the watch resumes from
-the list's resourceVersion. A continue token that expired (the list outlived etcd's compaction)
-falls back to one full list, as client-go's pager does.
+A relist never holds the event loop, which the Lease renewal shares. It asks for pages of
+LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager) so that no one answer takes long
+to decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS,
+yielding between slices. Pages are asked for without a resourceVersion: the watch cache ignores
+`limit` for resourceVersion "0" (client-go's first list), and client-go lists unpaged when it names
+the last resourceVersion (its relists) — affordable there, where a goroutine of its own decodes.
+A 1.37 apiserver serves these pages from its watch cache's snapshots, older ones from etcd.
+(kube-scheduler 1.37's client-go streams the list as a watch with sendInitialEvents instead,
+WatchListClient.) The handler hears of the list only once the last page has arrived, so a list that
+fails half-way changes nothing; the watch resumes from the list's resourceVersion. An expired
+continue token (the paging outlived etcd's compaction) falls back to one full list, as client-go's
+pager does.
 """
 
 from __future__ import annotations
