@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler import gctune
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
 from scheduler.api.watch import Reflector
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=12.0, help="how long to relist back to back")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
+    gctune.configure()  # as the scheduler's command line does
     with ControlPlane(kwok=False) as plane:
         row = asyncio.run(_measure(plane, args.nodes, args.seconds))
     text = json.dumps(row, indent=2)
