@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from scheduler import gctune
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.watch import LIST_PAGE_SIZE, Reflector
-from scheduler import gctune
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.informers import Informers
