@@ -105,11 +105,14 @@ class Reflector:
             seen[uid] = item
             self.handler("ADDED", item)
             await pacer.pace()
-        for uid, gone in self._known.items():
+        # Emptied one object at a time: dropping the last list's objects at once frees them all in
+        # one go (about 0.1 s for 15000 nodes), which would hold the loop as long as one slice never may.
+        known, self._known = self._known, seen
+        while known:
+            uid, gone = known.popitem()
             if uid not in seen:
                 self.handler("DELETED", gone)
-                await pacer.pace()
-        self._known = seen
+            await pacer.pace()
         self.resource_version = resource_version
 
     async def _list_pages(self) -> tuple[Sequence[Mapping[str, Any]], str]:

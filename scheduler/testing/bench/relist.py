@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import json
 import statistics
@@ -99,6 +100,24 @@ def node_manifest(index: int) -> dict[str, Any]:
     }
 
 
+class GcPauses:
+    """The longest pause of each collector generation (a full collection cannot be sliced)."""
+
+    def __init__(self) -> None:
+        self.longest: dict[int, float] = {}
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.thread_time()
+        else:
+            generation = info["generation"]
+            self.longest[generation] = max(self.longest.get(generation, 0.0), time.thread_time() - self._began)
+
+    def report(self) -> dict[str, float]:
+        return {f"gen{generation}": round(pause, 3) for generation, pause in sorted(self.longest.items())}
+
+
 class TimedElector(LeaseElector):
     """Records (start, end, renewed) of every acquire/renew attempt."""
 
@@ -161,6 +180,8 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
         await led.wait()
         await asyncio.sleep(2 * elector.retry_period)  # a few renewals before the list
         since = time.perf_counter()
+        pauses = GcPauses()
+        gc.callbacks.append(pauses)
         async with LoopMonitor() as monitor:
             await reflector.list()
         row["initial_list"] = {
@@ -168,9 +189,12 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
             "loop_max_lag_s": round(monitor.max_lag, 3),
             "loop_max_held_cpu_s": round(monitor.max_held_cpu, 3),
             **renewal_figures(elector.attempts, elector.retry_period, since),
+            "gc_longest_cpu_s": pauses.report(),
         }
         if scheduler.cache.sizes()["nodes"] != nodes:
             raise RuntimeError(f"the informer has {scheduler.cache.sizes()['nodes']} of {nodes} nodes after the list")
+        gctune.freeze_startup_heap()  # as the scheduler does once its informers listed
+        pauses.longest.clear()
         since = time.perf_counter()
         relists = 0
         async with LoopMonitor() as monitor:
@@ -183,7 +207,9 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
             "loop_max_lag_s": round(monitor.max_lag, 3),
             "loop_max_held_cpu_s": round(monitor.max_held_cpu, 3),
             **renewal_figures(elector.attempts, elector.retry_period, since),
+            "gc_longest_cpu_s": pauses.report(),
         }
+        gc.callbacks.remove(pauses)
         row["still_leading"] = elector.leading()
     finally:
         stop.set()
