@@ -4,14 +4,12 @@ shares — for more than a few milliseconds of CPU at a time."""
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 from collections.abc import Iterator
 
 import pytest
 
-from scheduler import gctune
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.watch import LIST_PAGE_SIZE, Reflector
 from scheduler.app import build_scheduler, full_registry
@@ -25,10 +23,11 @@ from scheduler.testing.looplag import LoopMonitor
 pytestmark = pytest.mark.cluster
 
 NODES = 4000
-# CPU this thread may spend between two wake-ups of a 5 ms ticker. Paged, the longest stretch is one
-# page's decode (~2 MB of these nodes: 15-45 ms, the latter with 2 cores loaded 8 times over);
-# unpaged, the whole list's decode and handling (~0.6 s on the same loaded machine).
-MAX_HELD_CPU_SECONDS = 0.15
+# CPU this thread may spend between two wake-ups of a 5 ms ticker, the collector's passes left out
+# (no code can slice them; where they land is chance). Paged, the longest stretch is one page's
+# decode (~2 MB of these nodes: 15-45 ms, the latter with 2 cores loaded 8 times over); unpaged, the
+# whole list's decode and handling (0.3-0.4 s on the same loaded machine).
+MAX_HELD_CPU_SECONDS = 0.1
 
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -39,18 +38,6 @@ AUDIT_POLICY = {
         {"level": "None"},
     ],
 }
-
-
-@pytest.fixture
-def scheduler_gc() -> Iterator[None]:
-    """The collector as the scheduler sets it (with the interpreter's defaults a full collection of
-    the test process's heap may land inside any slice)."""
-    thresholds = gc.get_threshold()
-    gctune.configure()
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +52,6 @@ def _node_lists(plane: ControlPlane) -> list[str]:
     return [e["requestURI"] for e in events if e["verb"] == "list" and e["stage"] == "ResponseComplete"]
 
 
-@pytest.mark.usefixtures("scheduler_gc")
 async def test_a_relist_of_many_nodes_comes_in_pages_and_never_holds_the_loop(plane: ControlPlane) -> None:
     async with RawApi(plane) as api:
         await api.create_all("/api/v1/nodes", [node_manifest(i) for i in range(NODES)], 32)
@@ -80,7 +66,7 @@ async def test_a_relist_of_many_nodes_comes_in_pages_and_never_holds_the_loop(pl
     finally:
         await client.close()
     assert scheduler.cache.sizes()["nodes"] == NODES
-    held = {"list": round(first.max_held_cpu, 3), "relist": round(again.max_held_cpu, 3)}
+    held = {"list": round(first.max_held_cpu_without_gc, 3), "relist": round(again.max_held_cpu_without_gc, 3)}
     assert max(held.values()) < MAX_HELD_CPU_SECONDS, held
     pages = math.ceil(NODES / LIST_PAGE_SIZE)
     lists = _node_lists(plane)

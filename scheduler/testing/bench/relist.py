@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import itertools
 import json
 import statistics
@@ -100,24 +99,6 @@ def node_manifest(index: int) -> dict[str, Any]:
     }
 
 
-class GcPauses:
-    """The longest pause of each collector generation (a full collection cannot be sliced)."""
-
-    def __init__(self) -> None:
-        self.longest: dict[int, float] = {}
-        self._began = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._began = time.thread_time()
-        else:
-            generation = info["generation"]
-            self.longest[generation] = max(self.longest.get(generation, 0.0), time.thread_time() - self._began)
-
-    def report(self) -> dict[str, float]:
-        return {f"gen{generation}": round(pause, 3) for generation, pause in sorted(self.longest.items())}
-
-
 class TimedElector(LeaseElector):
     """Records (start, end, renewed) of every acquire/renew attempt."""
 
@@ -156,6 +137,15 @@ def renewal_figures(attempts: list[tuple[float, float, bool]], retry_period: flo
     }
 
 
+def _loop_figures(monitor: LoopMonitor) -> dict[str, float]:
+    return {
+        "loop_max_lag_s": round(monitor.max_lag, 3),
+        "loop_max_held_cpu_s": round(monitor.max_held_cpu, 3),
+        "loop_max_held_cpu_without_gc_s": round(monitor.max_held_cpu_without_gc, 3),
+        "longest_gc_cpu_s": round(monitor.max_gc_cpu, 3),
+    }
+
+
 async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str, Any]:
     row: dict[str, Any] = {"nodes": nodes}
     began = time.monotonic()
@@ -180,21 +170,16 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
         await led.wait()
         await asyncio.sleep(2 * elector.retry_period)  # a few renewals before the list
         since = time.perf_counter()
-        pauses = GcPauses()
-        gc.callbacks.append(pauses)
         async with LoopMonitor() as monitor:
             await reflector.list()
         row["initial_list"] = {
             "seconds": round(time.perf_counter() - since, 2),
-            "loop_max_lag_s": round(monitor.max_lag, 3),
-            "loop_max_held_cpu_s": round(monitor.max_held_cpu, 3),
+            **_loop_figures(monitor),
             **renewal_figures(elector.attempts, elector.retry_period, since),
-            "gc_longest_cpu_s": pauses.report(),
         }
         if scheduler.cache.sizes()["nodes"] != nodes:
             raise RuntimeError(f"the informer has {scheduler.cache.sizes()['nodes']} of {nodes} nodes after the list")
         gctune.freeze_startup_heap()  # as the scheduler does once its informers listed
-        pauses.longest.clear()
         since = time.perf_counter()
         relists = 0
         async with LoopMonitor() as monitor:
@@ -204,12 +189,9 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
         row["relists"] = {
             "count": relists,
             "seconds_each": round((time.perf_counter() - since) / relists, 2),
-            "loop_max_lag_s": round(monitor.max_lag, 3),
-            "loop_max_held_cpu_s": round(monitor.max_held_cpu, 3),
+            **_loop_figures(monitor),
             **renewal_figures(elector.attempts, elector.retry_period, since),
-            "gc_longest_cpu_s": pauses.report(),
         }
-        gc.callbacks.remove(pauses)
         row["still_leading"] = elector.leading()
     finally:
         stop.set()
