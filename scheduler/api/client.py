@@ -1,8 +1,9 @@
-"""The ApiClient protocol: every write the scheduler makes, and nothing else."""
+"""The client protocols: ApiClient (every write the scheduler makes, and nothing else) and
+ListWatchClient (the reads of a watch Reflector)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol
 
 from scheduler.model.objects import Pod
@@ -76,3 +77,15 @@ class ApiClient(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class ListWatchClient(Protocol):
+    """What a Reflector reads through: HttpApiClient, or the in-memory fake in unit tests."""
+
+    async def request(self, method: str, path: str) -> Any:
+        """One request; the decoded JSON answer. Raises ApiError."""
+        ...
+
+    def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncGenerator[bytes, None]:
+        """The answer's body in chunks as they arrive (a watch). Raises ApiError."""
+        ...
