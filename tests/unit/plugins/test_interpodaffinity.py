@@ -12,15 +12,12 @@ from typing import Any
 
 import pytest
 
-from plugins.interpodaffinity import (
+from plugins.interpodaffinity import InterPodAffinity, _node_changed, _pod_changed, parse_args
+from plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
     PRE_FILTER_KEY,
-    InterPodAffinity,
-    _node_changed,
-    _pod_changed,
-    parse_args,
 )
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
@@ -1170,7 +1167,7 @@ def test_pods_differing_only_in_labels_no_term_selects_share_the_kept_counts() -
         incoming = make_pod(f"s{n}", "default").label("signature", f"signature-label-{n}").label("app", "web")
         incoming.pod_affinity(zone)
         assert verdicts(kept, incoming.obj()) == verdicts(fresh(), incoming.obj())
-        entries.append(len(kept._counts._entries))
+        entries.append(len(kept._filtering._counts._entries))
     # The first cycle learns which keys the existing terms select on (a second entry, once); after
     # that pods with other signatures reuse it.
     assert entries == [1, 2, 2, 2]

@@ -13,16 +13,15 @@ from typing import Any
 
 import pytest
 
-from plugins.podtopologyspread import (
+from plugins.podtopologyspread import PodTopologySpread, new
+from plugins.podtopologyspread.constraints import NO_DOMAIN_MINIMUM, topology_normalizing_weight
+from plugins.podtopologyspread.defaults import StaticWorkloads, default_selector, parse_args
+from plugins.podtopologyspread.filtering import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PRE_FILTER_KEY,
-    PRE_SCORE_KEY,
-    PodTopologySpread,
-    new,
 )
-from plugins.podtopologyspread.constraints import NO_DOMAIN_MINIMUM, topology_normalizing_weight
-from plugins.podtopologyspread.defaults import StaticWorkloads, default_selector, parse_args
+from plugins.podtopologyspread.scoring import PRE_SCORE_KEY
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
