@@ -9,7 +9,6 @@ then checks a node's labels against those counts. Never changes a NodeInfo, neve
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -81,11 +80,18 @@ class Filtering:
         own_terms = bool(affinity or anti_affinity)
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
-        section = json.dumps((pod.spec.get("affinity") or {}), sort_keys=True)
-        if own_terms and table is not None and nodes is snapshot.list() and "namespaceSelector" not in section:
+        if own_terms and table is not None and nodes is snapshot.list() and not parsed.selects_namespaces:
             # Every node's pods must be walked for the pod's own terms: keep the counts across
-            # cycles and recount only nodes that changed (pods alike share them).
-            key = (pod.namespace, self.existing.label_key(pod), section, frozenset(labels_of_namespace.items()))
+            # cycles and recount only nodes that changed (pods alike share them). The key is what
+            # the counts read of the pod: its namespace and the labels existing terms select on
+            # (for their anti-affinity), its required terms, its namespace's labels.
+            key = (
+                pod.namespace,
+                self.existing.label_key(pod),
+                affinity,
+                anti_affinity,
+                frozenset(labels_of_namespace.items()),
+            )
 
             def contributions(info: NodeInfo) -> list[tuple[int, TopologyPair, int]]:
                 node = info.node

@@ -9,7 +9,6 @@ NormalizeScore scales min..max to 0..100. Never changes a NodeInfo, never calls 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -73,15 +72,17 @@ class Scoring:
         if not has_preferred and not snapshot.any_pods_with_affinity():
             return Status(Code.SKIP, plugin=NAME)  # nothing with (anti-)affinity to count
         table: NodeTable | None = getattr(snapshot, "table", None)
-        section = json.dumps((pod.spec.get("affinity") or {}), sort_keys=True)
-        if table is not None and "namespaceSelector" not in section:
+        if table is not None and not parsed.selects_namespaces:
             # As PreFilter: each node's weights are kept across cycles and recounted only when the
             # node changed, so a cycle costs the nodes that changed, not every pod with affinity.
+            # The key is what the weights read of the pod: which pods are walked, its namespace and
+            # the labels existing terms select on, its preferred terms, its namespace's labels.
             key = (
                 has_preferred,
                 pod.namespace,
                 self.existing.label_key(pod),
-                section,
+                terms.preferred_affinity,
+                terms.preferred_anti_affinity,
                 frozenset(labels_of_namespace.items()),
             )
 

@@ -10,7 +10,6 @@ changes a NodeInfo, never calls the API.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -100,7 +99,7 @@ class Filtering:
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
         if table is not None and nodes is snapshot.list() and table.size == len(nodes):
-            key = (pod.namespace, constraints, _eligibility_signature(pod))
+            key = (pod.namespace, constraints, eligibility)
             counts: list[dict[str, int]] = self._counts.get(
                 key,
                 table,
@@ -167,17 +166,3 @@ def _node_contributions(
         (i, node.labels[constraints[i].topology_key], matching.count(constraints[i].selector))
         for i in eligibility.counted_indices(constraints, node)
     ]
-
-
-def _eligibility_signature(pod: Pod) -> str:
-    """What NodeEligibility depends on: the pod's required node affinity, selector and tolerations."""
-    spec = pod.spec
-    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    return json.dumps(
-        [
-            spec.get("nodeSelector"),
-            affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
-            spec.get("tolerations"),
-        ],
-        sort_keys=True,
-    )
