@@ -64,21 +64,6 @@ from scheduler.model.objects import Pod, PodDisruptionBudget
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
 
-EXTENSION_POINTS = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
-
 # The method each extension point needs; a plugin enabled at a point it lacks is a config error.
 POINT_METHODS = {
     "preEnqueue": "pre_enqueue",
@@ -94,6 +79,9 @@ POINT_METHODS = {
     "bind": "bind",
     "postBind": "post_bind",
 }
+
+# kube-scheduler's extension points in the order a pod meets them (config validates names against it).
+EXTENSION_POINTS = tuple(POINT_METHODS)
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 
@@ -473,25 +461,18 @@ class Framework:
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
-        for plugin in self.pre_filter_plugins:
-            if plugin.name in state.skip_filter_plugins:
-                continue
-            ext = plugin.pre_filter_extensions()
-            if ext is None:
-                continue
-            plugin_started = time.perf_counter()
-            try:
-                status = ext.add_pod(state, pod, pod_to_add, node_info)
-            except Exception as exc:
-                return self._plugin_raised("PreFilterExtensionAddPod", plugin.name, pod, exc)
-            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_ADD_POD, plugin.name, status, plugin_started)
-            if status is not None and status.code != Code.SUCCESS:
-                return status.with_plugin(plugin.name)
-        return None
+        return self._run_pre_filter_extension(state, pod, pod_to_add, node_info, adding=True)
 
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
+        return self._run_pre_filter_extension(state, pod, pod_to_remove, node_info, adding=False)
+
+    def _run_pre_filter_extension(
+        self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo, *, adding: bool
+    ) -> Status | None:
+        """AddPod or RemovePod of every PreFilter plugin that ran and has extensions; first failure wins."""
+        point = metrics.PRE_FILTER_EXTENSION_ADD_POD if adding else metrics.PRE_FILTER_EXTENSION_REMOVE_POD
         for plugin in self.pre_filter_plugins:
             if plugin.name in state.skip_filter_plugins:
                 continue
@@ -500,10 +481,13 @@ class Framework:
                 continue
             plugin_started = time.perf_counter()
             try:
-                status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+                if adding:
+                    status = ext.add_pod(state, pod, other, node_info)
+                else:
+                    status = ext.remove_pod(state, pod, other, node_info)
             except Exception as exc:
-                return self._plugin_raised("PreFilterExtensionRemovePod", plugin.name, pod, exc)
-            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_REMOVE_POD, plugin.name, status, plugin_started)
+                return self._plugin_raised(point, plugin.name, pod, exc)
+            metrics.observe_plugin(state, point, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
