@@ -124,7 +124,7 @@ class VolumeBinding:
         self._score = build_scorer(args.shape)
 
     def _pod_exists(self, pod: Pod) -> bool:
-        return self.handle.pod_exists(pod)  # the scheduler sets it after the plugins are built
+        return self.handle.pod_exists(pod)  # read at each call: the scheduler wires it after the plugins are built
 
     def _node(self, name: str) -> Node | None:
         info = self.handle.snapshot.get(name)

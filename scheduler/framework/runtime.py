@@ -188,6 +188,38 @@ class PdbStore:
         return list(self._by_key.values())
 
 
+class HandleNotWired(RuntimeError):
+    """A plugin reached the scheduler's part of a handle that nothing wired."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """The scheduler's part of every profile's handle, given once the scheduler exists (the plugins,
+    built first, hold the handle already). Every field is required: a scheduler that leaves one out
+    fails when it is built, not with a silent no-op in some later cycle."""
+
+    snapshot: SnapshotLister
+    # Move these pods to activeQ now (running PreEnqueue again).
+    activate: Callable[[Sequence[str]], None]
+    # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
+    # Whether the informers still have this pod (kube's pod lister); False once it was deleted.
+    pod_exists: Callable[[Pod], bool]
+    nominator: PodNominator
+    # The scheduler's recorder per profile (events are reported as the profile's scheduler).
+    recorders: Mapping[str, EventSink]
+
+    @classmethod
+    def standalone(cls, snapshot: SnapshotLister) -> Wiring:
+        """For a handle used without a scheduler (plugin table tests, what-if tools): nothing is
+        nominated, every pod exists, events go nowhere, spawned coroutines run detached."""
+        return cls(snapshot, _activate_nothing, _spawn_detached, _exists, _NoNominations(), {})
+
+
+def _activate_nothing(uids: Sequence[str]) -> None:
+    return None
+
+
 def _exists(pod: Pod) -> bool:
     return True
 
@@ -212,7 +244,8 @@ class _NoNominations:
 
 
 class FrameworkHandle:
-    """What plugins get: listers over the current snapshot, the api client, waiting pods."""
+    """What plugins get: listers over the current snapshot, the api client, waiting pods, and — once
+    `wire` ran — the scheduler's queue, nominator, task spawner and event recorders."""
 
     def __init__(
         self,
@@ -229,22 +262,40 @@ class FrameworkHandle:
         self._workloads = workloads if workloads is not None else WorkloadStore()
         self._pdbs = PdbStore()
         self.waiting_pods: dict[str, WaitingPod] = {}
-        self.activate: Callable[[Sequence[str]], None] = lambda uids: None
-        self.spawn: Callable[[Coroutine[Any, Any, None]], object] = _spawn_detached
-        self.pod_exists: Callable[[Pod], bool] = _exists
-        # The scheduler shares its nominator here; every profile's framework registers itself.
-        self.nominator: PodNominator = _NoNominations()
+        # Every profile's framework registers itself.
         self.frameworks: dict[str, Framework] = {}
-        # The scheduler's recorder per profile (events are reported as the profile's scheduler).
-        self.recorders: Mapping[str, EventSink] = {}
+        self._wiring: Wiring | None = None
+
+    def wire(self, wiring: Wiring) -> None:
+        """Give the handle the scheduler's parts (its snapshot replaces the one built with)."""
+        self._wiring = wiring
+        self._snapshot = wiring.snapshot
+
+    @property
+    def wiring(self) -> Wiring:
+        if self._wiring is None:
+            raise HandleNotWired("FrameworkHandle used before wire(): build it into a Scheduler or wire it")
+        return self._wiring
+
+    @property
+    def activate(self) -> Callable[[Sequence[str]], None]:
+        return self.wiring.activate
+
+    @property
+    def spawn(self) -> Callable[[Coroutine[Any, Any, None]], object]:
+        return self.wiring.spawn
+
+    @property
+    def pod_exists(self) -> Callable[[Pod], bool]:
+        return self.wiring.pod_exists
+
+    @property
+    def nominator(self) -> PodNominator:
+        return self.wiring.nominator
 
     @property
     def snapshot(self) -> SnapshotLister:
         return self._snapshot
-
-    @snapshot.setter
-    def snapshot(self, value: SnapshotLister) -> None:
-        self._snapshot = value
 
     @property
     def client(self) -> ApiClient:
@@ -270,7 +321,7 @@ class FrameworkHandle:
         return self.frameworks[profile_name]
 
     def event_recorder(self, profile_name: str) -> EventSink:
-        return self.recorders.get(profile_name) or _NoEvents()
+        return self.wiring.recorders.get(profile_name) or _NoEvents()
 
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)
