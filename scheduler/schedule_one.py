@@ -29,7 +29,7 @@ from scheduler.api.dispatcher import StatusDispatcher
 from scheduler.api.events import NORMAL, WARNING, EventBroadcaster, EventRecorder
 from scheduler.cache import Cache, Snapshot
 from scheduler.framework.events import ASSIGNED_POD_DELETE
-from scheduler.framework.runtime import Framework
+from scheduler.framework.runtime import Framework, Wiring
 from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
     Code,
@@ -131,12 +131,6 @@ class Scheduler:
         self.client = client
         self.nominator = nominator or Nominator()
         self.snapshot = Snapshot()
-        for fw in self.frameworks.values():
-            fw.handle.snapshot = self.snapshot
-            fw.handle.activate = self.queue.activate
-            fw.handle.spawn = self.spawn
-            fw.handle.nominator = self.nominator
-            fw.handle.pod_exists = self.pod_exists
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
@@ -151,8 +145,9 @@ class Scheduler:
         self.recorders: dict[str, EventRecorder] = {
             name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
         }
+        wiring = Wiring(self.snapshot, self.queue.activate, self.spawn, self.pod_exists, self.nominator, self.recorders)
         for fw in self.frameworks.values():
-            fw.handle.recorders = self.recorders
+            fw.handle.wire(wiring)
         self.status_writes = StatusDispatcher(
             client, self.pending_pods, self.recorders, self.spawn, max_in_flight=max_concurrent_writes
         )

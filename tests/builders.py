@@ -18,7 +18,7 @@ from typing import Any
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interface import ScorePlugin
-from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
+from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces, Wiring
 from scheduler.framework.types import CycleState, NodeInfo, NodeScore
 from scheduler.model.objects import Node, Pod
 
@@ -358,9 +358,13 @@ def snapshot(*infos: NodeInfo) -> Snapshot:
 def make_handle(*infos: NodeInfo, namespaces: Mapping[str, Mapping[str, str]] | None = None) -> FrameworkHandle:
     """A framework handle over a snapshot of these nodes, with the in-memory api client.
 
-    `namespaces` maps namespace names to their labels (for namespaceSelectors).
+    `namespaces` maps namespace names to their labels (for namespaceSelectors). Wired standalone:
+    nothing nominated, every pod exists, events dropped.
     """
-    return FrameworkHandle(FakeApiClient(), snapshot(*infos), StaticNamespaces(dict(namespaces or {})))
+    snap = snapshot(*infos)
+    handle = FrameworkHandle(FakeApiClient(), snap, StaticNamespaces(dict(namespaces or {})))
+    handle.wire(Wiring.standalone(snap))
+    return handle
 
 
 def run_score(plugin: ScorePlugin, state: CycleState, pod: Pod, infos: Sequence[NodeInfo]) -> list[int]:

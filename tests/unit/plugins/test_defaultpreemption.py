@@ -8,6 +8,7 @@ preemption/util_test.go (TestFilterVictimsWithPDBViolation).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from plugins.defaultpreemption.victims import select_victims_on_node, split_by_p
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import default_config
-from scheduler.framework.runtime import Framework, FrameworkHandle
+from scheduler.framework.runtime import Framework, FrameworkHandle, Wiring
 from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod, PodDisruptionBudget
 from scheduler.profile import build_profiles
@@ -35,7 +36,9 @@ PROFILE = "secondary-scheduler"
 
 
 def framework(infos: Sequence[NodeInfo]) -> tuple[Framework, DefaultPreemption]:
-    handle = FrameworkHandle(FakeApiClient(), snapshot(*infos))
+    snap = snapshot(*infos)
+    handle = FrameworkHandle(FakeApiClient(), snap)
+    handle.wire(Wiring.standalone(snap))
     fw = build_profiles(default_config(PROFILE), _registry(), handle)[PROFILE]
     plugin = fw.post_filter_plugins[0]
     assert isinstance(plugin, DefaultPreemption)
@@ -615,7 +618,7 @@ async def test_post_filter(
             )
         )
     started: list[Any] = []
-    fw.handle.spawn = started.append
+    fw.handle.wire(dataclasses.replace(fw.handle.wiring, spawn=started.append))
     pod = preemptor.spec(schedulerName=PROFILE).obj()
     state = prefiltered(fw, pod, infos)
     nominated, status = plugin.post_filter(state, pod, NodeToStatus(statuses, UNRESOLVABLE))
