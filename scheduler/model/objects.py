@@ -261,7 +261,7 @@ class Pod:
             spec_requests=fit_requests,
             fit_scoring_requests=fit_scoring,
             out_of_range=out_of_range,
-            fit_out_of_range=fit_out_of_range,
+            fit_out_of_range=f"{key}: {fit_out_of_range}" if fit_out_of_range else "",
         )
 
 
@@ -343,7 +343,7 @@ def _compute_pod_requests(raw: Raw, key: str) -> _RequestsResult:
     if beyond or fit_beyond:
         out_of_range = tuple(_describe_beyond(raw, name) for name in dict.fromkeys([*fit_beyond, *beyond]))
         if fit_beyond:
-            fit_reason = f"{key}: " + "; ".join(_describe_beyond(raw, name) for name in dict.fromkeys(fit_beyond))
+            fit_reason = "; ".join(_describe_beyond(raw, name) for name in dict.fromkeys(fit_beyond))
     return (
         accounted,
         non_zero_resource.milli_cpu,
