@@ -197,12 +197,16 @@ async def test_a_pending_pod_beyond_int64_gets_a_clear_reason_and_others_still_b
 
 
 async def test_a_pending_pod_whose_status_claims_a_huge_allocation_is_scheduled_by_its_spec() -> None:
-    # As kube: a pending pod is filtered by its spec; its status only counts once it runs.
+    # As kube: a pending pod is filtered by its spec; its status only counts once it is placed
+    # (then as kube counts it: 0), and the next pod's snapshot update takes it in its stride.
     sched, inf, client = setup()
     inf.on_node("ADDED", raw_node("ok"))
     inf.on_pod("ADDED", raw_pod("claims", allocated={"cpu": "10e15"}, cpu="100m"))
     await run_queue(sched)
-    assert client.bindings == {"ns/claims": "ok"}
+    inf.on_pod("ADDED", raw_pod("next"))
+    await run_queue(sched)
+    assert client.bindings == {"ns/claims": "ok", "ns/next": "ok"}
+    assert int(sched.snapshot.table.req_cpu[0]) == 0  # "claims" counted as kube counts 10e15: 0m
 
 
 def test_each_odd_object_is_logged_once_by_kind_name_and_field() -> None:
