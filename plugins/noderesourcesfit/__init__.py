@@ -379,7 +379,8 @@ class NodeResourcesFit:
             return _go_div_batch(np.minimum(requested, capacity) * MAX_NODE_SCORE, safe)
         utilization = np.where(requested > capacity, MAX_UTILIZATION, _go_div_batch(requested * MAX_UTILIZATION, safe))
         # The shape's score below 0 % is its first point's, above 100 % its last point's.
-        return self._ratio_table[np.clip(utilization, 0, MAX_UTILIZATION)]
+        scores: IntArray = self._ratio_table[np.clip(utilization, 0, MAX_UTILIZATION)]
+        return scores
 
     def score_extensions(self) -> None:
         return None
@@ -402,6 +403,8 @@ class NodeResourcesFit:
 
 def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
+    if pod.fit_out_of_range:
+        return QueueingHint.SKIP  # only the pod's own update can bring its request within int64
     if new is None:  # deleted
         if not isinstance(old, Pod):
             return QueueingHint.QUEUE
@@ -429,7 +432,7 @@ def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
 
 
 def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    if not isinstance(new, Node):
+    if not isinstance(new, Node) or pod.fit_out_of_range:
         return QueueingHint.SKIP
     if old is None:
         return QueueingHint.QUEUE if fits(pod, new) else QueueingHint.SKIP

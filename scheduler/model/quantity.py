@@ -81,7 +81,8 @@ def _shrink_pow10(base: int, digits: int) -> int:
     """negativeScaleInt64: base / 10^digits rounded away from zero."""
     if digits == 0:
         return base
-    quotient, fraction = divmod(abs(base), 10**digits)
+    divisor: int = 10**digits
+    quotient, fraction = divmod(abs(base), divisor)
     if fraction:
         quotient += 1
     return quotient if base >= 0 else -quotient

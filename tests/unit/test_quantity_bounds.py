@@ -28,8 +28,8 @@ NAME = "secondary-scheduler"
 @pytest.mark.parametrize(
     ("text", "milli", "value"),
     [
-        ("9300T", 0, 9300000000000000),  # int64Amount{9300, 12}: the ×10 loop overflows → 0
-        ("9223372036854775807", -1000, 9223372036854775807),  # inf.Dec: low 64 bits of ×1000
+        ("9300T", 0, 9300000000000000),  # int64Amount{9300, 12}: the x10 loop overflows → 0
+        ("9223372036854775807", -1000, 9223372036854775807),  # inf.Dec: low 64 bits of x1000
         ("9223372036854775808", 0, -9223372036854775808),
         ("1e18", 0, 1000000000000000000),
         ("10e18", 0, 0),
@@ -39,7 +39,7 @@ NAME = "secondary-scheduler"
         ("5Ei", -9223372036854775808, 5764607523034234880),
         ("9223372036854775807m", 9223372036854775807, 9223372036854776),
         ("9223372036854775808m", -9223372036854775808, 9223372036854776),
-        ("9223372036854776", -9223372036854775616, 9223372036854776),  # int64Amount ×1000 keeps the wrap
+        ("9223372036854776", -9223372036854775616, 9223372036854776),  # int64Amount x1000 keeps the wrap
         ("92233720368547758070m", -10, 92233720368547759),
         ("12345678901234567890", 4807115922877858896, -6101065172474983726),
         ("18446744073709551617m", 1, 18446744073709552),
@@ -210,7 +210,7 @@ async def test_a_pending_pod_whose_status_claims_a_huge_allocation_is_scheduled_
 
 
 def test_each_odd_object_is_logged_once_by_kind_name_and_field() -> None:
-    sched, inf, _ = setup()
+    _, inf, _ = setup()
     with structlog.testing.capture_logs() as logs:
         for version in ("1", "2", "3"):  # heartbeats and status updates repeat the object
             node = raw_node("odd", cpu="9223372036854775807")

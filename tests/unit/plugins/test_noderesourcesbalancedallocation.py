@@ -212,7 +212,7 @@ def test_negative_fractions_count_as_zero_in_both_forms(
     # kube's fraction would be hugely negative, its score far below 0, and its framework would fail
     # the cycle of every pod scoring this node; here the node gets a score in range, the same
     # through the per-node and the batch form.
-    pods = [make_pod(f"e{i}").node("n").req(**amounts) for i, amounts in enumerate(existing)]
+    pods = [make_pod(f"e{i}").node("n").req(amounts) for i, amounts in enumerate(existing)]
     infos = [node_info(make_node("n").capacity(capacity), *pods)]
     handle = make_handle(*infos)
     plugin = NodeResourcesBalancedAllocation(parse_args({}))
@@ -222,4 +222,6 @@ def test_negative_fractions_count_as_zero_in_both_forms(
     (score,) = run_score(plugin, state, pod, infos)
     assert 50 <= score <= 100
     table = handle.snapshot.table  # type: ignore[attr-defined]
-    assert plugin.score_batch(state, pod, table, table.arange).tolist() == [score]
+    batch = plugin.score_batch(state, pod, table, table.arange)
+    assert batch is not None
+    assert batch.tolist() == [score]

@@ -1178,3 +1178,11 @@ def test_a_pod_whose_request_is_beyond_int64_is_rejected_at_prefilter_naming_the
         ("pod default/huge: spec.containers[0].resources.requests.cpu: 10e15 is beyond int64 millicores",),
         plugin=fit.NAME,
     )
+
+
+def test_no_cluster_event_requeues_a_pod_whose_request_is_beyond_int64() -> None:
+    pod = make_pod("huge").container(requests={"cpu": "10e15"}).obj()
+    bigger = make_node("n").capacity(cpu="64", memory="1Ti", pods="110").obj()
+    bound = make_pod("b").node("n").container(requests={"cpu": "1"}).obj()
+    assert fit._node_grew(pod, None, bigger) == QueueingHint.SKIP
+    assert fit._pod_freed(pod, bound, None) == QueueingHint.SKIP
