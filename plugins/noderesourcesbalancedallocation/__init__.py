@@ -26,7 +26,8 @@ import numpy as np
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod, go_add
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from scheduler.model.quantity import go_add
 from scheduler.model.selectors import aggregate
 
 NAME = "NodeResourcesBalancedAllocation"

@@ -36,8 +36,8 @@ from scheduler.framework.types import (
     StateKey,
     Status,
 )
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod, Resource, go_add
-from scheduler.model.quantity import INT64_MAX, INT64_MIN, wrap_int64
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod, Resource
+from scheduler.model.quantity import go_add, go_div, go_mul
 
 NAME = "NodeResourcesFit"
 
@@ -143,18 +143,6 @@ def _is_scalar(name: str) -> bool:
     return _is_extended(name) or name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name
 
 
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division, which truncates toward zero (Python's // floors)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b > 0) else -quotient
-
-
-def _go_mul(a: int, b: int) -> int:
-    """a * b with Go's int64 wrap."""
-    product = a * b
-    return product if INT64_MIN <= product <= INT64_MAX else wrap_int64(product)
-
-
 def _go_div_batch(a: IntArray, b: IntArray) -> IntArray:
     """Go's truncating division element-wise (b != 0); only negative quotients differ from //."""
     quotient: IntArray = a // b
@@ -209,13 +197,13 @@ def fits(pod: Pod, node: Node) -> bool:
 def _least(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
-    return _go_div(_go_mul(go_add(capacity, -requested), MAX_NODE_SCORE), capacity)
+    return go_div(go_mul(go_add(capacity, -requested), MAX_NODE_SCORE), capacity)
 
 
 def _most(requested: int, capacity: int) -> int:
     if capacity == 0:
         return 0
-    return _go_div(_go_mul(min(requested, capacity), MAX_NODE_SCORE), capacity)
+    return go_div(go_mul(min(requested, capacity), MAX_NODE_SCORE), capacity)
 
 
 def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
@@ -227,7 +215,7 @@ def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
                 if i == 0:
                     return s
                 pu, ps = scaled[i - 1]
-                return ps + _go_div((s - ps) * (utilization - pu), u - pu)
+                return ps + go_div((s - ps) * (utilization - pu), u - pu)
         return scaled[-1][1]
 
     return fn
@@ -250,7 +238,7 @@ class NodeResourcesFit:
             def per_resource(requested: int, capacity: int) -> int:
                 if capacity == 0 or requested > capacity:
                     return ratio(MAX_UTILIZATION)
-                return ratio(_go_div(_go_mul(requested, MAX_UTILIZATION), capacity))
+                return ratio(go_div(go_mul(requested, MAX_UTILIZATION), capacity))
 
             self._per_resource = per_resource
         else:
@@ -333,14 +321,14 @@ class NodeResourcesFit:
             resource_score = self._per_resource(requested, capacity)
             if self._ratio and resource_score <= 0:
                 continue  # RequestedToCapacityRatio averages only the resources that scored
-            total = go_add(total, _go_mul(resource_score, weight))
+            total = go_add(total, go_mul(resource_score, weight))
             weight_sum += weight
         if weight_sum == 0:
             return 0, None
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
             # Go's math.Round: halves round away from zero (Python's round() would go to even).
             return (2 * total + weight_sum) // (2 * weight_sum), None
-        return _clamp_score(_go_div(total, weight_sum)), None
+        return _clamp_score(go_div(total, weight_sum)), None
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
         if not self._cpu_memory_only:

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from scheduler.model.objects import Node, Pod, Resource, go_add
+from scheduler.model.objects import Node, Pod, Resource
+from scheduler.model.quantity import go_add
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

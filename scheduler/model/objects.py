@@ -149,14 +149,6 @@ class Resource:
         return res
 
 
-def go_add(a: int, b: int) -> int:
-    """a + b with Go's int64 wrap (a and b already int64)."""
-    total = a + b
-    if INT64_MIN <= total <= INT64_MAX:
-        return total
-    return wrap_int64(total)
-
-
 def _int64_unit(resource: str) -> str:
     if resource == CPU:
         return "int64 millicores"

@@ -47,10 +47,22 @@ def _go_big_int64(value: int) -> int:
     return wrap_int64(-low) if value < 0 else low
 
 
-def _go_quo(a: int, b: int) -> int:
-    """Go's integer division (truncates toward zero)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
+def go_add(a: int, b: int) -> int:
+    """a + b with Go's int64 wrap."""
+    total = a + b
+    return total if INT64_MIN <= total <= INT64_MAX else wrap_int64(total)
+
+
+def go_mul(a: int, b: int) -> int:
+    """a * b with Go's int64 wrap."""
+    product = a * b
+    return product if INT64_MIN <= product <= INT64_MAX else wrap_int64(product)
+
+
+def go_div(a: int, b: int) -> int:
+    """Go's integer division, which truncates toward zero (Python's // floors)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b > 0) else -quotient
 
 
 def _fits(value: int) -> bool:
@@ -165,7 +177,7 @@ class Quantity:
         divisor = 10**dif
         if self.unscaled < INT64_MAX and dif < 19:
             unscaled = _go_big_int64(self.unscaled)
-            quotient = _go_quo(unscaled, divisor)
+            quotient = go_div(unscaled, divisor)
             result = quotient + 1 if unscaled - quotient * divisor else quotient
         else:
             quotient, remainder = divmod(self.unscaled, divisor)  # big.Int.DivMod: Euclidean
