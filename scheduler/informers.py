@@ -87,6 +87,9 @@ class Informers:
         # The volume plugins' listers read the one handle's store (a fresh one for several handles).
         self.volumes = shared.volumes if shared is not None else VolumeStore()
         self._reported_invalid: set[str] = set()
+        # Objects with quantities beyond int64, by kind/namespace/name, and what was last reported:
+        # each is logged once (again only if its fields change), however often it is updated.
+        self._reported_out_of_range: dict[str, tuple[str, ...]] = {}
         # The last version of each node seen, which update events are computed against (the cache
         # keeps an older one when only heartbeats or conditions changed).
         self._nodes: dict[str, Node] = {}
@@ -103,6 +106,7 @@ class Informers:
         except InvalidObject as exc:
             self._invalid_pod(raw, exc)
             return
+        self._report_out_of_range("Pod", pod.namespace, pod.name, () if event_type == DELETED else pod.out_of_range)
         cache = sched.cache
         known = cache.get_pod(uid)
         if event_type == DELETED or pod.terminal:
@@ -184,6 +188,26 @@ class Informers:
         )
         self.sched.status_writes.report(pod, "SchedulerError", str(error), None)
 
+    def _report_out_of_range(self, kind: str, namespace: str, name: str, fields: tuple[str, ...]) -> None:
+        """One log line per object whose quantities are beyond int64 (counted as kube-scheduler
+        counts them, see scheduler.model.quantity); forgotten when the object is fixed or gone."""
+        if not fields and not self._reported_out_of_range:
+            return  # the common case: nothing odd anywhere
+        key = f"{kind}/{namespace}/{name}"
+        if not fields:
+            self._reported_out_of_range.pop(key, None)
+            return
+        if self._reported_out_of_range.get(key) == fields:
+            return
+        self._reported_out_of_range[key] = fields
+        log.error(
+            "quantity beyond int64, counted as kube-scheduler counts it",
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            field="; ".join(fields),
+        )
+
     # ---- nodes ---------------------------------------------------------------------------
 
     def on_node(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
@@ -194,6 +218,7 @@ class Informers:
         cached = cached_info.node if cached_info is not None else None
         old = self._nodes.get(name) or cached
         if event_type == DELETED:
+            self._report_out_of_range("Node", "", name, ())
             self._nodes.pop(name, None)
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
@@ -204,6 +229,7 @@ class Informers:
         except InvalidObject as exc:
             log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
             return
+        self._report_out_of_range("Node", "", name, node.out_of_range)
         if old is not None and old.resource_version == node.resource_version:
             return
         self._nodes[name] = node

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from scheduler.model.quantity import go_div
+
 MAX_UTILIZATION = 100
 MAX_CUSTOM_SCORE = 10
-
-
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division, which truncates toward zero (Python's // floors)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b > 0) else -quotient
 
 
 def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
@@ -24,7 +20,7 @@ def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
                 if i == 0:
                     return s
                 pu, ps = scaled[i - 1]
-                return ps + _go_div((s - ps) * (utilization - pu), u - pu)
+                return ps + go_div((s - ps) * (utilization - pu), u - pu)
         return scaled[-1][1]
 
     return fn

@@ -3,6 +3,12 @@
 Filter compares the pod's effective requests (containers, sidecars, init peak, overhead)
 with allocatable minus what the node's pods request. Score ranks nodes by the configured
 strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio).
+
+Arithmetic is kube's: int64 sums and products that wrap, divisions that truncate. Where that
+gives a node a score outside [0, 100] (a node offering 1e14 cpu or 100P memory overflows
+(capacity - requested) * 100), kube's framework fails the whole cycle of every pod that scores
+the node; here that node's score is clamped into range instead, so it only moves itself. A pod
+whose own requests are beyond int64 is rejected at PreFilter, naming the field.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod, Resource
+from scheduler.model.quantity import go_add, go_div, go_mul
 
 NAME = "NodeResourcesFit"
 
@@ -135,6 +142,18 @@ def _is_scalar(name: str) -> bool:
     return _is_extended(name) or name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name
 
 
+def _go_div_batch(a: IntArray, b: IntArray) -> IntArray:
+    """Go's truncating division element-wise (b != 0); only negative quotients differ from //."""
+    quotient: IntArray = a // b
+    if len(quotient) and quotient.min() < 0:
+        quotient = quotient + ((quotient < 0) & (quotient * b != a))
+    return quotient
+
+
+def _clamp_score(score: int) -> int:
+    return MAX_NODE_SCORE if score > MAX_NODE_SCORE else max(score, 0)
+
+
 def insufficient_resources(
     requests: Resource,
     node_info: NodeInfo,
@@ -149,11 +168,13 @@ def insufficient_resources(
         out.append(("Too many pods", False))
     if requests.is_zero():
         return out
-    if requests.milli_cpu > 0 and requests.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+    # Free amounts wrap as kube's int64 subtraction does (and as the batch form's numpy columns do).
+    if requests.milli_cpu > 0 and requests.milli_cpu > go_add(alloc.milli_cpu, -used.milli_cpu):
         out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
-    if requests.memory > 0 and requests.memory > alloc.memory - used.memory:
+    if requests.memory > 0 and requests.memory > go_add(alloc.memory, -used.memory):
         out.append(("Insufficient memory", requests.memory > alloc.memory))
-    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
+    free_storage = go_add(alloc.ephemeral_storage, -used.ephemeral_storage)
+    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > free_storage:
         out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
     for name, amount in requests.scalar.items():
         if amount == 0:
@@ -161,7 +182,7 @@ def insufficient_resources(
         if _is_extended(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
             continue
         capacity = alloc.scalar.get(name, 0)
-        if amount > capacity - used.scalar.get(name, 0):
+        if amount > go_add(capacity, -used.scalar.get(name, 0)):
             out.append((f"Insufficient {name}", amount > capacity))
     return out
 
@@ -175,13 +196,13 @@ def fits(pod: Pod, node: Node) -> bool:
 def _least(requested: int, capacity: int) -> int:
     if capacity == 0 or requested > capacity:
         return 0
-    return (capacity - requested) * MAX_NODE_SCORE // capacity
+    return go_div(go_mul(go_add(capacity, -requested), MAX_NODE_SCORE), capacity)
 
 
 def _most(requested: int, capacity: int) -> int:
     if capacity == 0:
         return 0
-    return min(requested, capacity) * MAX_NODE_SCORE // capacity
+    return go_div(go_mul(min(requested, capacity), MAX_NODE_SCORE), capacity)
 
 
 class NodeResourcesFit:
@@ -201,7 +222,7 @@ class NodeResourcesFit:
             def per_resource(requested: int, capacity: int) -> int:
                 if capacity == 0 or requested > capacity:
                     return ratio(MAX_UTILIZATION)
-                return ratio(requested * MAX_UTILIZATION // capacity)
+                return ratio(go_div(go_mul(requested, MAX_UTILIZATION), capacity))
 
             self._per_resource = per_resource
         else:
@@ -212,6 +233,9 @@ class NodeResourcesFit:
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
+        if pod.fit_out_of_range:
+            # kube would count such a request as 0 (or a wrapped number) and place the pod anywhere.
+            return None, Status.unresolvable(pod.fit_out_of_range, plugin=NAME)
         state.write(PRE_FILTER_KEY, _PreFilterState(pod.fit_requests))
         return None, None
 
@@ -264,30 +288,31 @@ class NodeResourcesFit:
         for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
             name = spec.name
             if name == CPU:
-                capacity, requested = alloc.milli_cpu, node_info.non_zero_milli_cpu + pod_request
+                capacity, used = alloc.milli_cpu, node_info.non_zero_milli_cpu
             elif name == MEMORY:
-                capacity, requested = alloc.memory, node_info.non_zero_memory + pod_request
+                capacity, used = alloc.memory, node_info.non_zero_memory
             elif name == EPHEMERAL_STORAGE:
-                capacity, requested = alloc.ephemeral_storage, node_info.requested.ephemeral_storage + pod_request
+                capacity, used = alloc.ephemeral_storage, node_info.requested.ephemeral_storage
             else:
                 if pod_request == 0 and _is_scalar(name):
                     continue  # an extended resource the pod does not ask for is not scored
                 # Anything else only counts as a scalar resource the node offers ("pods" does not).
                 capacity = alloc.scalar.get(name, 0)
-                requested = node_info.requested.scalar.get(name, 0) + pod_request
+                used = node_info.requested.scalar.get(name, 0)
+            requested = go_add(used, pod_request)
             if capacity == 0:
                 continue
             resource_score = self._per_resource(requested, capacity)
             if self._ratio and resource_score <= 0:
                 continue  # RequestedToCapacityRatio averages only the resources that scored
-            total += resource_score * weight
+            total = go_add(total, go_mul(resource_score, weight))
             weight_sum += weight
         if weight_sum == 0:
             return 0, None
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
             # Go's math.Round: halves round away from zero (Python's round() would go to even).
             return (2 * total + weight_sum) // (2 * weight_sum), None
-        return total // weight_sum, None
+        return _clamp_score(go_div(total, weight_sum)), None
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
         if not self._cpu_memory_only:
@@ -313,17 +338,21 @@ class NodeResourcesFit:
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
             result = (2 * total + safe) // (2 * safe)
         else:
-            result = total // safe
+            result = np.clip(_go_div_batch(total, safe), 0, MAX_NODE_SCORE)
         return np.where(weight_sum == 0, 0, result)
 
     def _per_resource_batch(self, requested: IntArray, capacity: IntArray) -> IntArray:
-        safe = np.maximum(capacity, 1)
+        # numpy's int64 products wrap as Go's do; a negative capacity (kube's count of an odd
+        # allocatable) divides as it is.
+        safe = np.where(capacity == 0, 1, capacity)
         if self.args.strategy == LEAST_ALLOCATED:
-            return np.where(requested > capacity, 0, (capacity - requested) * MAX_NODE_SCORE // safe)
+            return np.where(requested > capacity, 0, _go_div_batch((capacity - requested) * MAX_NODE_SCORE, safe))
         if self.args.strategy == MOST_ALLOCATED:
-            return np.minimum(requested, capacity) * MAX_NODE_SCORE // safe
-        utilization = np.where(requested > capacity, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
-        return self._ratio_table[utilization]
+            return _go_div_batch(np.minimum(requested, capacity) * MAX_NODE_SCORE, safe)
+        utilization = np.where(requested > capacity, MAX_UTILIZATION, _go_div_batch(requested * MAX_UTILIZATION, safe))
+        # The shape's score below 0 % is its first point's, above 100 % its last point's.
+        scores: IntArray = self._ratio_table[np.clip(utilization, 0, MAX_UTILIZATION)]
+        return scores
 
     def score_extensions(self) -> None:
         return None
@@ -346,6 +375,8 @@ class NodeResourcesFit:
 
 def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
     """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
+    if pod.fit_out_of_range:
+        return QueueingHint.SKIP  # only the pod's own update can bring its request within int64
     if new is None:  # deleted
         if not isinstance(old, Pod):
             return QueueingHint.QUEUE
@@ -373,7 +404,7 @@ def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
 
 
 def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    if not isinstance(new, Node):
+    if not isinstance(new, Node) or pod.fit_out_of_range:
         return QueueingHint.SKIP
     if old is None:
         return QueueingHint.QUEUE if fits(pod, new) else QueueingHint.SKIP

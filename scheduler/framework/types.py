@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.model.objects import Node, Pod, Resource
+from scheduler.model.quantity import go_add
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -171,8 +172,8 @@ class NodeInfo:
             if pod.has_required_anti_affinity:
                 self.pods_with_required_anti_affinity[pod.uid] = pod
         self.requested.add(pod.requests)
-        self.non_zero_milli_cpu += pod.non_zero_milli_cpu
-        self.non_zero_memory += pod.non_zero_memory
+        self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, pod.non_zero_milli_cpu)
+        self.non_zero_memory = go_add(self.non_zero_memory, pod.non_zero_memory)
 
     def remove_pod(self, pod: Pod) -> bool:
         old = self.pods.pop(pod.uid, None)
@@ -181,8 +182,8 @@ class NodeInfo:
         self.pods_with_affinity.pop(pod.uid, None)
         self.pods_with_required_anti_affinity.pop(pod.uid, None)
         self.requested.sub(old.requests)
-        self.non_zero_milli_cpu -= old.non_zero_milli_cpu
-        self.non_zero_memory -= old.non_zero_memory
+        self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, -old.non_zero_milli_cpu)
+        self.non_zero_memory = go_add(self.non_zero_memory, -old.non_zero_memory)
         return True
 
     def clone(self) -> NodeInfo:
