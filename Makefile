@@ -1,5 +1,8 @@
-# One entry point for people and CI. The first run builds the control plane from Go
-# modules (~8 min on 2 cores) into ~/.cache/secondary-scheduler; later runs reuse it.
+# One entry point for people and CI. Control-plane binaries are built from Go modules into
+# ~/.cache/secondary-scheduler when a command first needs them (hack/controlplane/build.sh NAME...)
+# and reused afterwards: the demo, the local cluster and the agreement table start etcd,
+# kube-apiserver and kwok (+ kube-scheduler), built on first use with the build's log on stderr;
+# the test targets build what their tests run up front (pytest would hide the log of a cold build).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,8 +20,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+BUILD_CONTROLPLANE := bash hack/controlplane/build.sh
 controlplane:
-	bash hack/controlplane/build.sh >/dev/null
+	$(BUILD_CONTROLPLANE) all >/dev/null
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check scheduler plugins tests
@@ -38,16 +42,17 @@ test: $(STAMP) controlplane lint typecheck
 
 # The Dockerfile built with podman on a Debian bookworm base (mmdebstrap) and run read-only as
 # UID 65532 against a test apiserver until it binds a pod (hack/image/build.sh, tests/image/).
-image-test: $(STAMP) controlplane
+image-test: $(STAMP)
+	$(BUILD_CONTROLPLANE) etcd kube-apiserver kwok helm kubectl >/dev/null
 	$(VENV)/bin/pytest -q -m image tests/image
 
-demo: $(STAMP) controlplane
+demo: $(STAMP)
 	$(PY) -m scheduler.testing.demo
 
 # The full agreement table (the scenario files + 300 generated, seed 137) into
 # tests/agreement/RESULTS.md; `make test` runs the files + the first 100 generated.
 AGREEMENT_ARGS ?= --seed 137 --generated 300
-agreement: $(STAMP) controlplane
+agreement: $(STAMP)
 	$(PY) -m scheduler.testing.agreement $(AGREEMENT_ARGS)
 
 
@@ -56,16 +61,16 @@ agreement: $(STAMP) controlplane
 # "--label performance --label short", "--list", "--scaling" (plot: matplotlib), "--profile" (py-spy),
 # "--ours-variant stdjson:SECONDARY_SCHEDULER_JSON=stdlib". bench-own: the project's own scheduler_perf-style workloads.
 BENCH_ARGS ?= --label performance
-bench: $(STAMP) controlplane
+bench: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m scheduler.testing.bench upstream $(BENCH_ARGS)
 
-bench-own: $(STAMP) controlplane
+bench-own: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m scheduler.testing.bench $(OWN_BENCH_ARGS)
 
 # deploy/: the chart rendered with its default values (tests/cluster/test_chart.py checks it is current).
-deploy: $(STAMP) controlplane
+deploy: $(STAMP)
 	$(PY) -m scheduler.testing.chart
 
 clean:

@@ -51,11 +51,7 @@ def test_image_runs_read_only_as_65532_and_binds_a_pod(
     assert user.stdout.strip() == "65532:65532"
     scheduler_name = f"img-{uuid.uuid4().hex[:6]}"
     (port,) = free_ports(1)
-    docs = chart.documents(
-        chart.render(
-            control_plane.bin_dir, "img", namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}
-        )
-    )
+    docs = chart.documents(chart.render("img", namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}))
     chart.apply(control_plane, docs, namespace)
     account = tmp_path / "serviceaccount"
     account.mkdir(mode=0o755)
