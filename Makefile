@@ -1,8 +1,7 @@
 # One entry point for people and CI. Control-plane binaries are built from Go modules into
-# ~/.cache/secondary-scheduler when a command first needs them (hack/controlplane/build.sh NAME...)
-# and reused afterwards: the demo, the local cluster and the agreement table start etcd,
-# kube-apiserver and kwok (+ kube-scheduler), built on first use with the build's log on stderr;
-# the test targets build what their tests run up front (pytest would hide the log of a cold build).
+# ~/.cache/secondary-scheduler when a command first needs one (hack/controlplane/build.sh NAME...)
+# and reused afterwards: `make demo` builds etcd, kube-apiserver and kwok only, showing the build's
+# log; the test targets build what their tests run up front (pytest would hide that log).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Builds (or reuses) control-plane binaries from Go modules at the pinned versions: only those named
 # (`build.sh etcd kube-apiserver kwok`), or all of them (`build.sh all`, and with no argument).
-# A cold build of everything takes ~15 min on 2 cores, of which the demo needs ~a third.
 # Binaries land in a user-level cache keyed by the pins, so a fresh clone on the same
 # machine (which is what CI is) reuses them. Prints the bin folder on stdout's last line.
 #   names: etcd kube-apiserver kube-scheduler kube-controller-manager kubectl null-binder

@@ -87,9 +87,9 @@ def ensure_binaries(*names: str) -> Path:
     """Build (or reuse from the user cache) the named binaries (build.sh's names: etcd,
     kube-apiserver, kwok, kube-scheduler, ...); return their folder.
 
-    Only what is named is built: a cold build of everything takes ~15 min on 2 cores, the demo's
-    three a fraction of it. build.sh logs its progress on stderr, which is passed through so a person
-    sees a cold build (minutes) advance; the folder is the last line of its stdout.
+    Only what is named is built (a cold Go build costs minutes per binary; the demo needs three of
+    the nine). build.sh logs its progress on stderr, which is passed through so a person sees a cold
+    build advance; the folder is the last line of its stdout.
     """
     if not names:
         raise ValueError("ensure_binaries needs the names of the binaries to build")
