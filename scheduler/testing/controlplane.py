@@ -376,9 +376,9 @@ class ControlPlane:
         self._need_started()
         return self._token
 
-    def _build(self) -> Path:
-        """The folder of the binaries start() runs, built first if need be: etcd, the apiserver of
-        the requested version and kwok (when the plane has it), nothing else."""
+    def build(self) -> Path:
+        """Build (or reuse) the binaries start() runs, nothing else: etcd, the apiserver of the
+        requested version and kwok (when the plane has it); their folder."""
         compat = self._apiserver_version not in (None, pinned_versions()["K8S_VERSION"])
         if compat and self._apiserver_version != pinned_versions()["K8S_COMPAT_VERSION"]:
             built = pinned_versions()["K8S_COMPAT_VERSION"]
@@ -416,7 +416,7 @@ class ControlPlane:
             if self._workdir is not None:
                 return self
             began = time.monotonic()
-            bin_dir = self._build()  # may build for minutes on a cold machine; not part of start-up time
+            bin_dir = self.build()  # may build for minutes on a cold machine; not part of start-up time
             with _LIVE_LOCK:
                 _LIVE.add(self)
             try:
@@ -942,7 +942,7 @@ def _cmd_up(directory: Path, timeout: float) -> int:
         print(f"control plane already up (supervisor pid {pid}); KUBECONFIG={directory / 'kubeconfig'}")
         return 0
     directory.mkdir(parents=True, exist_ok=True)
-    ensure_binaries()  # a cold build shows its progress here, not in a detached log
+    ControlPlane().build()  # a cold build shows its progress here, not in a detached log
     _kill_leftover_children(directory)
     _remove_run_files(directory)
     shutil.rmtree(directory / "state", ignore_errors=True)  # every `up` is a fresh cluster
