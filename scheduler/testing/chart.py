@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError
+from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError, binary
 
 CHART_DIR = REPO_ROOT / "charts" / "secondary-scheduler"
 DEPLOY_DIR = REPO_ROOT / "deploy"
@@ -29,10 +29,10 @@ DEPLOY_RELEASE = "secondary-scheduler"
 DEPLOY_NAMESPACE = "secondary-scheduler"
 
 
-def helm(bin_dir: Path, *args: str) -> str:
-    """Run the pinned helm; its stdout. Fails with helm's own message."""
+def helm(*args: str) -> str:
+    """Run the pinned helm (built on first use); its stdout. Fails with helm's own message."""
     proc = subprocess.run(
-        [str(bin_dir / "helm"), *args], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        [str(binary("helm")), *args], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
     )
     if proc.returncode != 0:
         raise ControlPlaneError(f"helm {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -40,7 +40,6 @@ def helm(bin_dir: Path, *args: str) -> str:
 
 
 def render(
-    bin_dir: Path,
     release: str = DEPLOY_RELEASE,
     namespace: str = DEPLOY_NAMESPACE,
     values: Mapping[str, Any] | None = None,
@@ -52,7 +51,7 @@ def render(
             yaml.safe_dump(dict(values), extra)
             extra.flush()
             args += ["--values", extra.name]
-        return helm(bin_dir, *args)
+        return helm(*args)
 
 
 def documents(text: str) -> list[dict[str, Any]]:
@@ -72,7 +71,7 @@ def apply(plane: ControlPlane, docs: Sequence[Mapping[str, Any]], namespace: str
         "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     )
     proc = subprocess.run(
-        [str(plane.bin_dir / "kubectl"), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side", "-f", "-"],
+        [str(binary("kubectl")), f"--kubeconfig={plane.kubeconfig}", "apply", "--server-side", "-f", "-"],
         input=yaml.safe_dump_all(list(docs)),
         capture_output=True,
         text=True,
@@ -132,17 +131,15 @@ DEPLOY_HEADER = (
 )
 
 
-def deploy_manifests(bin_dir: Path) -> str:
+def deploy_manifests() -> str:
     """What deploy/secondary-scheduler.yaml must contain."""
-    return DEPLOY_HEADER + render(bin_dir)
+    return DEPLOY_HEADER + render()
 
 
 def main() -> None:
     """`make deploy`: write deploy/secondary-scheduler.yaml."""
-    from scheduler.testing.controlplane import ensure_binaries
-
     DEPLOY_DIR.mkdir(exist_ok=True)
-    (DEPLOY_DIR / "secondary-scheduler.yaml").write_text(deploy_manifests(ensure_binaries()))
+    (DEPLOY_DIR / "secondary-scheduler.yaml").write_text(deploy_manifests())
 
 
 if __name__ == "__main__":
@@ -265,7 +262,7 @@ def metrics_reader_token(plane: ControlPlane, namespace: str, account: str) -> s
     """A token of a new ServiceAccount bound to the chart's metrics-reader ClusterRole (what the
     chart's `serviceMonitor.prometheusServiceAccounts` binds for Prometheus)."""
     reader = find(
-        documents(render(plane.bin_dir, "reader", namespace)),
+        documents(render("reader", namespace)),
         "ClusterRole",
         "reader-secondary-scheduler-metrics-reader",
     )

@@ -42,7 +42,6 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE_DIR = REPO_ROOT / "hack" / "controlplane"
 BUILD_SCRIPT = CONTROLPLANE_DIR / "build.sh"
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl", "kwok")
 LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 # Pod IPs kwok hands out; kept apart from the service range (nothing routes either of them).
@@ -76,15 +75,26 @@ def pinned_versions() -> dict[str, str]:
     return pins
 
 
-@functools.cache
-def ensure_binaries() -> Path:
-    """Build (or reuse from the user cache) the pinned binaries; return their folder.
+def _binary_file(name: str) -> str:
+    """The file build.sh writes for one of its names (the compatibility apiserver carries its version)."""
+    if name == "kube-apiserver-compat":
+        return f"kube-apiserver-{pinned_versions()['K8S_COMPAT_VERSION']}"
+    return name
 
-    build.sh logs its progress on stderr, which is passed through so a person sees a cold build
-    (minutes) advance; the folder is the last line of its stdout.
+
+@functools.cache
+def ensure_binaries(*names: str) -> Path:
+    """Build (or reuse from the user cache) the named binaries (build.sh's names: etcd,
+    kube-apiserver, kwok, kube-scheduler, ...); return their folder.
+
+    Only what is named is built (a cold Go build costs minutes per binary; the demo needs three of
+    the nine). build.sh logs its progress on stderr, which is passed through so a person sees a cold
+    build advance; the folder is the last line of its stdout.
     """
+    if not names:
+        raise ValueError("ensure_binaries needs the names of the binaries to build")
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), *names],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -96,10 +106,16 @@ def ensure_binaries() -> Path:
     if proc.returncode != 0 or not lines:
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit code {proc.returncode}); its log is on stderr above")
     bin_dir = Path(lines[-1])
-    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    missing = [name for name in names if not os.access(bin_dir / _binary_file(name), os.X_OK)]
     if missing:
         raise ControlPlaneError(f"{BUILD_SCRIPT} reported {bin_dir} but it lacks {', '.join(missing)}")
     return bin_dir
+
+
+def binary(name: str) -> Path:
+    """The path of one pinned binary (build.sh's name: kubectl, helm, null-binder, ...), built on
+    first use."""
+    return ensure_binaries(name) / _binary_file(name)
 
 
 def free_ports(count: int) -> list[int]:
@@ -294,7 +310,6 @@ class ControlPlane:
         *,
         workdir: Path | None = None,
         keep: bool = False,
-        bin_dir: Path | None = None,
         kwok: bool = True,
         apiserver_args: Sequence[str] = (),
         apiserver_verbosity: int = 1,
@@ -307,7 +322,6 @@ class ControlPlane:
         self._requested_workdir = workdir
         self._apiserver_version = apiserver_version
         self.keep = keep
-        self._bin_dir = bin_dir
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
         self._apiserver_verbosity = apiserver_verbosity
@@ -362,11 +376,19 @@ class ControlPlane:
         self._need_started()
         return self._token
 
-    @property
-    def bin_dir(self) -> Path:
-        if self._bin_dir is None:
-            self._bin_dir = ensure_binaries()
-        return self._bin_dir
+    def build(self) -> Path:
+        """Build (or reuse) the binaries start() runs, nothing else: etcd, the apiserver of the
+        requested version and kwok (when the plane has it); their folder."""
+        compat = self._apiserver_version not in (None, pinned_versions()["K8S_VERSION"])
+        if compat and self._apiserver_version != pinned_versions()["K8S_COMPAT_VERSION"]:
+            built = pinned_versions()["K8S_COMPAT_VERSION"]
+            raise ControlPlaneError(
+                f"kube-apiserver {self._apiserver_version} is not built (build.sh builds K8S_COMPAT_VERSION={built})"
+            )
+        names = ["etcd", "kube-apiserver-compat" if compat else "kube-apiserver"]
+        if self._with_kwok:
+            names.append("kwok")
+        return ensure_binaries(*names)
 
     @property
     def processes(self) -> list[ManagedProcess]:
@@ -394,7 +416,7 @@ class ControlPlane:
             if self._workdir is not None:
                 return self
             began = time.monotonic()
-            bin_dir = self.bin_dir  # may build for minutes on a cold machine; not part of start-up time
+            bin_dir = self.build()  # may build for minutes on a cold machine; not part of start-up time
             with _LIVE_LOCK:
                 _LIVE.add(self)
             try:
@@ -513,13 +535,7 @@ class ControlPlane:
         version = self._apiserver_version
         if version is None or version == pinned_versions()["K8S_VERSION"]:
             return bin_dir / "kube-apiserver"
-        binary = bin_dir / f"kube-apiserver-{version}"
-        if not os.access(binary, os.X_OK):
-            built = pinned_versions().get("K8S_COMPAT_VERSION")
-            raise ControlPlaneError(
-                f"kube-apiserver {version} is not built (build.sh builds K8S_COMPAT_VERSION={built})"
-            )
-        return binary
+        return bin_dir / f"kube-apiserver-{version}"
 
     def _stop_processes(self, grace: float) -> None:
         """Clients of the apiserver first, then the apiserver, then etcd."""
@@ -748,7 +764,7 @@ class ControlPlane:
         proc = self._spawn(
             name,
             [
-                str(self.bin_dir / "kube-scheduler"),
+                str(binary("kube-scheduler")),
                 f"--config={config_path}",
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
@@ -779,7 +795,7 @@ class ControlPlane:
         proc = self._spawn(
             "kube-controller-manager",
             [
-                str(self.bin_dir / "kube-controller-manager"),
+                str(binary("kube-controller-manager")),
                 f"--kubeconfig={self.kubeconfig}",
                 f"--controllers={names}",
                 "--leader-elect=false",
@@ -926,7 +942,7 @@ def _cmd_up(directory: Path, timeout: float) -> int:
         print(f"control plane already up (supervisor pid {pid}); KUBECONFIG={directory / 'kubeconfig'}")
         return 0
     directory.mkdir(parents=True, exist_ok=True)
-    ensure_binaries()  # a cold build shows its progress here, not in a detached log
+    ControlPlane().build()  # a cold build shows its progress here, not in a detached log
     _kill_leftover_children(directory)
     _remove_run_files(directory)
     shutil.rmtree(directory / "state", ignore_errors=True)  # every `up` is a fresh cluster
@@ -1062,11 +1078,11 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "BINARIES",
     "RESTARTABLE",
     "ControlPlane",
     "ControlPlaneError",
     "ManagedProcess",
+    "binary",
     "ensure_binaries",
     "free_ports",
     "main",

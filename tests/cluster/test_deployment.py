@@ -52,11 +52,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
     scheduler_name = f"ic-{uuid.uuid4().hex[:6]}"
     ports = free_ports(2)
     renders = [
-        chart.documents(
-            chart.render(
-                control_plane.bin_dir, RELEASE, namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}
-            )
-        )
+        chart.documents(chart.render(RELEASE, namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}))
         for port in ports
     ]
     chart.apply(control_plane, renders[0], namespace)

@@ -130,7 +130,7 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
     token = tmp_path / "token"
     token.write_text(chart.metrics_reader_token(control_plane, namespace, "prometheus"))
     monitor = chart.find(
-        chart.documents(chart.render(control_plane.bin_dir, values={"serviceMonitor": {"enabled": True}})),
+        chart.documents(chart.render(values={"serviceMonitor": {"enabled": True}})),
         "ServiceMonitor",
     )
     endpoint = monitor["spec"]["endpoints"][0]

@@ -121,7 +121,7 @@ def _audit_events(plane: ControlPlane) -> list[dict[str, Any]]:
 
 def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_path: Path) -> None:
     plane = audited_plane
-    docs = chart.documents(chart.render(plane.bin_dir, RELEASE, NAMESPACE, {"schedulerName": SCHEDULER_NAME}))
+    docs = chart.documents(chart.render(RELEASE, NAMESPACE, {"schedulerName": SCHEDULER_NAME}))
     rules = _rules(docs)
     for where, rule in rules:
         flat = [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]

@@ -20,7 +20,7 @@ from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.model.objects import Pod
 from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane
+from scheduler.testing.controlplane import ControlPlane, binary
 from scheduler.testing.workload import make_pod, running_scheduler_process, scheduled_condition, wait_for
 from tests.cluster.conftest import NodeFactory
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.cluster
 
 def rules_without_events(plane: ControlPlane) -> list[dict[str, Any]]:
     """The chart's ClusterRole (what the scheduler needs, proven by test_rbac) minus every events rule."""
-    docs = chart.documents(chart.render(plane.bin_dir))
+    docs = chart.documents(chart.render())
     (role,) = [
         d
         for d in docs
@@ -272,9 +272,7 @@ def test_kubectl_describe_reads_the_same_for_our_pods_and_kube_schedulers(
                 for side in (kube, ours):
                     _wait_failed_scheduling(events_api, namespace, f"{side}-pending", expected)
             described = {
-                (side, kind): _describe(
-                    control_plane.bin_dir / "kubectl", control_plane.kubeconfig, namespace, f"{side}-{kind}"
-                )
+                (side, kind): _describe(binary("kubectl"), control_plane.kubeconfig, namespace, f"{side}-{kind}")
                 for side in (kube, ours)
                 for kind in ("pending", "bound")
             }

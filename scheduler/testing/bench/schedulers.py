@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from scheduler.testing.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, tail
+from scheduler.testing.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, tail
 from scheduler.testing.workload import metrics_text, running_scheduler_process
 
 NULL_BINDER_READY = "null-binder ready"
@@ -98,7 +98,7 @@ def _null_binder(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
     proc = ManagedProcess(
         "null-binder",
         [
-            str(plane.bin_dir / "null-binder"),
+            str(binary("null-binder")),
             f"--kubeconfig={plane.kubeconfig}",
             f"--scheduler-name={scheduler_name}",
             "--workers=64",
