@@ -7,7 +7,6 @@ from typing import Any, Protocol
 
 from scheduler.model.objects import Pod
 
-
 # metav1.StatusCause reason the eviction subresource gives when a PodDisruptionBudget refuses.
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 

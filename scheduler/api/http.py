@@ -380,9 +380,7 @@ class HttpApiClient:
         }
         # A PDB that is not yet processed answers 429 with Retry-After 10: retrying here, ten times,
         # held preemption for 100 s. Preemption's eviction budget decides how long to keep trying.
-        await self.request(
-            "POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body, max_retries=0
-        )
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body, max_retries=0)
 
     async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
         name = (pv.get("metadata") or {}).get("name", "")

@@ -83,8 +83,9 @@ def protect_with_max_unavailable_zero(k8s: Any, namespace: str, app: str) -> Non
     )
 
     def sync_failed() -> bool:
-        status = policy.read_namespaced_pod_disruption_budget(name, namespace).status
-        return any(c.reason == "SyncFailed" for c in (status.conditions or ()) if status is not None)
+        pdb: Any = policy.read_namespaced_pod_disruption_budget(name, namespace)
+        conditions = (pdb.status.conditions if pdb.status else None) or ()
+        return any(c.reason == "SyncFailed" for c in conditions)
 
     wait_for(sync_failed, timeout=60, what=f"PDB {name} failed safe in the disruption controller")
 
@@ -284,7 +285,9 @@ def test_evict_then_delete_spends_only_the_eviction_budget_on_a_blocking_pdb_and
         core.create_namespaced_pod(
             namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
         )
-        wait_for(lambda: core.read_namespaced_pod("vip", namespace).spec.node_name == node, timeout=30, what="vip bound")
+        wait_for(
+            lambda: core.read_namespaced_pod("vip", namespace).spec.node_name == node, timeout=30, what="vip bound"
+        )
         bound_after = time.monotonic() - started
         assert metric_value(port, "scheduler_preemption_evictions_total", result="deleted_after_budget") == 1
         assert metric_value(port, "scheduler_preemption_evictions_total", result="evicted") == 0
