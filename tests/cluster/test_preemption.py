@@ -67,9 +67,35 @@ def protect(k8s: Any, namespace: str, app: str) -> None:
 
 
 def protect_with_max_unavailable_zero(k8s: Any, namespace: str, app: str) -> None:
-    """The issue's budget: maxUnavailable 0 over pods without a controller. The disruption controller
-    cannot count them (no scale to read) and fails the sync safe: disruptionsAllowed 0, observedGeneration
-    left behind, so every eviction gets 429 "still being processed" with Retry-After: 10."""
+    """maxUnavailable 0 over the `app` pods, made a DaemonSet's pods: the disruption controller cannot
+    read a DaemonSet's scale, so it fails the sync safe (disruptionsAllowed 0, observedGeneration left
+    behind) and every eviction gets 429 "still being processed" with Retry-After: 10, for good."""
+    daemonset: Any = k8s_client.AppsV1Api(k8s).create_namespaced_daemon_set(
+        namespace,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": app},
+            "spec": {
+                "selector": {"matchLabels": {"app": app}},
+                "template": {
+                    "metadata": {"labels": {"app": app}},
+                    # No daemonset controller runs here; should one, it has no node to place pods on.
+                    "spec": {"nodeSelector": {"nowhere": "true"}, "containers": [{"name": "c", "image": "pause"}]},
+                },
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": app,
+        "uid": daemonset.metadata.uid,
+        "controller": True,
+    }
+    core = k8s_client.CoreV1Api(k8s)
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"app={app}").items:
+        core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"ownerReferences": [owner]}})
     policy = k8s_client.PolicyV1Api(k8s)
     name = f"protect-{app}"
     policy.create_namespaced_pod_disruption_budget(
