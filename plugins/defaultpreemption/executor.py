@@ -44,9 +44,11 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 REFUSAL_MEMORY_SECONDS = 10.0
 # How long refused evictions are retried before evict-then-delete deletes (evict gives up).
 # kube-scheduler deletes at once, and a victim's graceful termination (30 s by default) follows
-# either way; 5 s lets a budget that is briefly at zero (a replacement pod turning Ready, the
-# disruption controller catching up, about a second) free up, at a small cost to the preemptor.
+# either way; 5 s gives a budget that is briefly at zero (a replacement pod turning Ready, the
+# disruption controller catching up) a few retries, at a small cost to the preemptor.
 DEFAULT_EVICTION_TIMEOUT_SECONDS = 5
+# Beyond this the preemptor waits longer than kube's own flush of unschedulable pods (5 min);
+# more likely milliseconds were meant.
 MAX_EVICTION_TIMEOUT_SECONDS = 300
 # The pause between attempts when the refusal names no Retry-After (the budget's status says no
 # disruption is allowed now); each attempt is one cheap POST.

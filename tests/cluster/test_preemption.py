@@ -70,7 +70,8 @@ def protect_with_max_unavailable_zero(k8s: Any, namespace: str, app: str) -> Non
     """maxUnavailable 0 over the `app` pods, made a DaemonSet's pods: the disruption controller cannot
     read a DaemonSet's scale, so it fails the sync safe (disruptionsAllowed 0, observedGeneration left
     behind) and every eviction gets 429 "still being processed" with Retry-After: 10, for good."""
-    daemonset: Any = k8s_client.AppsV1Api(k8s).create_namespaced_daemon_set(
+    apps: Any = k8s_client.AppsV1Api(k8s)
+    daemonset: Any = apps.create_namespaced_daemon_set(
         namespace,
         {
             "apiVersion": "apps/v1",
@@ -93,7 +94,7 @@ def protect_with_max_unavailable_zero(k8s: Any, namespace: str, app: str) -> Non
         "uid": daemonset.metadata.uid,
         "controller": True,
     }
-    core = k8s_client.CoreV1Api(k8s)
+    core: Any = k8s_client.CoreV1Api(k8s)
     for pod in core.list_namespaced_pod(namespace, label_selector=f"app={app}").items:
         core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"ownerReferences": [owner]}})
     policy = k8s_client.PolicyV1Api(k8s)
