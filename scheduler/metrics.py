@@ -1,4 +1,5 @@
 """Prometheus metrics with kube-scheduler v1.37's names, help, labels and buckets (a leaf module).
+One family is this project's own, marked where it is defined (eviction-based preemption).
 
 Owns every family the scheduler exports: the `scheduler_*` families of kube-scheduler
 (pkg/scheduler/metrics), client-go's `rest_client_*`, `leader_election_*`, and `process_*`.
@@ -231,6 +232,15 @@ preemption_goroutines_duration = Histogram(
 preemption_goroutines_execution = Counter(
     "scheduler_preemption_goroutines_execution",
     "Number of preemption goroutines executed.",
+    ["result"],
+    registry=REGISTRY,
+)
+# This project's own (kube-scheduler deletes its victims): how each eviction of a preemption victim
+# ended. evicted; blocked_by_pdb (still refused when evictionTimeoutSeconds ran out, left in place);
+# deleted_after_budget (evict-then-delete deleted it then); error (any other failure).
+preemption_evictions = Counter(
+    "scheduler_preemption_evictions",
+    "Number of preemption victims removed through the Eviction API, by how the eviction ended.",
     ["result"],
     registry=REGISTRY,
 )

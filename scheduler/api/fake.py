@@ -2,6 +2,7 @@
 
 Like httpx's MockTransport, it ships with the package so that tests never mock. Failures are
 injected per call: `bind_errors` / `evict_errors` (one error for the next call on that pod),
+`evict_refusals` (every eviction of that pod fails with it, as under a budget that allows none),
 `patch_errors` (errors for the next status patches of that pod, in order), `event_errors` (errors
 for the next event writes, in order) and `refuse_events` (every event write fails with it, as when
 RBAC denies events). `event_gate` / `patch_gate`, when set, hold those writes until the test opens
@@ -80,6 +81,8 @@ class FakeApiClient:
     # pod key -> ApiError to raise from the next bind of that pod
     bind_errors: dict[str, ApiError] = field(default_factory=dict)
     evict_errors: dict[str, ApiError] = field(default_factory=dict)
+    evict_refusals: dict[str, ApiError] = field(default_factory=dict)
+    eviction_attempts: list[str] = field(default_factory=list)  # every evict_pod call, refused or not
     patch_errors: dict[str, list[ApiError]] = field(default_factory=dict)
     event_errors: list[ApiError] = field(default_factory=list)
     refuse_events: ApiError | None = None
@@ -184,7 +187,8 @@ class FakeApiClient:
         self.deleted.append(pod.key)
 
     async def evict_pod(self, pod: Pod) -> None:
-        error = self.evict_errors.pop(pod.key, None)
+        self.eviction_attempts.append(pod.key)
+        error = self.evict_errors.pop(pod.key, None) or self.evict_refusals.get(pod.key)
         if error is not None:
             raise error
         self.evicted.append(pod.key)

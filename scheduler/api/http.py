@@ -228,17 +228,18 @@ class HttpApiClient:
         content_type: str = "application/json",
         *,
         fenced: bool = True,
+        max_retries: int = MAX_RETRIES,
     ) -> Any:
         """One request; `fenced=False` only for the lease itself, which must be written to be kept.
 
         As client-go: a 429, or a 5xx with Retry-After, is retried after the time the server asked
-        for, up to MAX_RETRIES times (the server did not act on the request).
+        for, up to `max_retries` times (the server did not act on the request).
         """
-        for attempt in range(MAX_RETRIES + 1):
+        for attempt in range(max_retries + 1):
             try:
                 return await self._send(method, path, body, content_type, fenced)
             except ApiError as exc:
-                if exc.retry_after is None or attempt == MAX_RETRIES:
+                if exc.retry_after is None or attempt == max_retries:
                     raise
                 await asyncio.sleep(exc.retry_after)
         raise AssertionError("unreachable")
@@ -269,13 +270,17 @@ class HttpApiClient:
                     self._conn.invalidate_auth()
                 if resp.status >= 400:
                     text = raw.decode(errors="replace")
-                    reason, message = "", text
+                    reason, message, causes = "", text, []
                     try:
                         status = codec.loads(raw)
                         reason, message = status.get("reason", ""), status.get("message", text)
+                        causes = [
+                            (str(c.get("reason", "")), str(c.get("message", "")))
+                            for c in (status.get("details") or {}).get("causes") or ()
+                        ]
                     except (ValueError, AttributeError):
                         pass
-                    raise ApiError(resp.status, message, reason, _retry_after(resp))
+                    raise ApiError(resp.status, message, reason, _retry_after(resp), causes)
                 return codec.loads(raw) if raw.strip() else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             _observe_request(method, self._conn.host_label, started, data, None, None)
@@ -372,7 +377,9 @@ class HttpApiClient:
             "metadata": {"name": pod.name, "namespace": pod.namespace},
             "deleteOptions": {"preconditions": {"uid": pod.uid}},
         }
-        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body)
+        # A PDB that is not yet processed answers 429 with Retry-After 10: retrying here, ten times,
+        # held preemption for 100 s. Preemption's eviction budget decides how long to keep trying.
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body, max_retries=0)
 
     async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
         name = (pv.get("metadata") or {}).get("name", "")

@@ -433,6 +433,18 @@ def test_args_defaults_and_errors() -> None:
     assert parse_args({"victimRemoval": "evict"}).victim_removal == "evict"
 
 
+def test_eviction_timeout_defaults_to_five_seconds_and_is_validated() -> None:
+    assert parse_args({}).eviction_timeout_seconds == 5
+    assert parse_args({"evictionTimeoutSeconds": 0}).eviction_timeout_seconds == 0
+    assert parse_args({"evictionTimeoutSeconds": 300}).eviction_timeout_seconds == 300
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: -1: not in valid range \[0, 300\]$"):
+        parse_args({"evictionTimeoutSeconds": -1})
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: 5000: not in valid range"):
+        parse_args({"evictionTimeoutSeconds": 5000})  # milliseconds meant
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: '5s': must be an integer$"):
+        parse_args({"evictionTimeoutSeconds": "5s"})
+
+
 def test_snapshot_is_left_untouched_by_the_dry_run() -> None:
     infos = cluster(["node1"], [victim("low", "node1", LOW, LARGE)], LARGE)
     before = (len(infos[0].pods), infos[0].requested.milli_cpu)
