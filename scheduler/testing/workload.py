@@ -123,12 +123,22 @@ def metrics_text(port: int) -> str:
 
 
 def metric_value(port: int, sample_name: str, **labels: str) -> float:
-    """Sum of the samples called `sample_name` whose labels include `labels` (0 if none)."""
+    """Sum of the samples called `sample_name` whose labels include `labels`.
+
+    A name no sample carries is an error, not a zero: a metric the scheduler does not export (or a
+    typo) must fail the test. A labelled child not created yet counts 0, as PromQL's sum would.
+    """
     total = 0.0
+    seen = False
     for family in text_string_to_metric_families(metrics_text(port)):
         for sample in family.samples:
-            if sample.name == sample_name and all(sample.labels.get(k) == v for k, v in labels.items()):
+            if sample.name != sample_name:
+                continue
+            seen = True
+            if all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
+    if not seen:
+        raise AssertionError(f"/metrics on port {port} has no sample named {sample_name}")
     return total
 
 
