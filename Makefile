@@ -38,8 +38,8 @@ controlplane:
 	$(BUILD_CONTROLPLANE) all >/dev/null
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check scheduler plugins tests
-	$(VENV)/bin/ruff format --check scheduler plugins tests
+	$(VENV)/bin/ruff check scheduler plugins harness tests
+	$(VENV)/bin/ruff format --check scheduler plugins harness tests
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/test_layers.py
 
 typecheck: $(STAMP)
@@ -54,7 +54,7 @@ test-cluster: $(STAMP) controlplane
 # The fault suite rewrites its result files (tests/faults/RESULTS.json, PARTITION.md) in every run;
 # README.md's tables follow them afterwards, pass or fail, so the next run's README check holds.
 test: $(STAMP) controlplane lint typecheck
-	$(VENV)/bin/pytest -q -m "not image"; status=$$?; $(PY) -m scheduler.testing.readme; exit $$status
+	$(VENV)/bin/pytest -q -m "not image"; status=$$?; $(PY) -m harness.readme; exit $$status
 
 # The Dockerfile built with podman on a Debian bookworm base (mmdebstrap) and run read-only as
 # UID 65532 against a test apiserver until it binds a pod (hack/image/build.sh, tests/image/).
@@ -67,13 +67,13 @@ image-lock:
 	bash hack/image/build.sh --relock >/dev/null
 
 demo: $(STAMP)
-	$(PY) -m scheduler.testing.demo
+	$(PY) -m harness.demo
 
 # The full agreement table (the scenario files + 300 generated, seed 137) into
 # tests/agreement/RESULTS.md; `make test` runs the files + the first 100 generated.
 AGREEMENT_ARGS ?= --seed 137 --generated 300
 agreement: $(STAMP)
-	$(PY) -m scheduler.testing.agreement $(AGREEMENT_ARGS)
+	$(PY) -m harness.agreement $(AGREEMENT_ARGS)
 
 
 # Upstream's own scheduler_perf test cases (read from the k8s.io/kubernetes module) against ours,
@@ -83,20 +83,20 @@ agreement: $(STAMP)
 BENCH_ARGS ?= --label performance
 bench: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
-	$(PY) -m scheduler.testing.bench upstream $(BENCH_ARGS)
+	$(PY) -m harness.bench upstream $(BENCH_ARGS)
 
 bench-own: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
-	$(PY) -m scheduler.testing.bench $(OWN_BENCH_ARGS)
+	$(PY) -m harness.bench $(OWN_BENCH_ARGS)
 
 # README.md's tables, rewritten from the result files (bench-results/, tests/faults/, tests/agreement/);
 # tests/unit/test_readme_tables.py fails when they differ. Run after a benchmark, fault or agreement run.
 readme: $(STAMP)
-	$(PY) -m scheduler.testing.readme
+	$(PY) -m harness.readme
 
 # deploy/: the chart rendered with its default values (tests/cluster/test_chart.py checks it is current).
 deploy: $(STAMP)
-	$(PY) -m scheduler.testing.chart
+	$(PY) -m harness.chart
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

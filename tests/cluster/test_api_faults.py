@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
+from harness.controlplane import ControlPlane
+from harness.faultproxy import FaultProxy
+from harness.workload import make_pod
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
 from scheduler.api.watch import Reflector
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.faultproxy import FaultProxy
-from scheduler.testing.workload import make_pod
 
 pytestmark = pytest.mark.cluster
 

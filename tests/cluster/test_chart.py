@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from harness import chart
+from harness.controlplane import ControlPlaneError
 from plugins.registry import in_tree_registry
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler
 from scheduler.config import parse_config
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlaneError
 
 pytestmark = pytest.mark.cluster
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
+from harness.controlplane import ControlPlane, pinned_versions
+from harness.workload import make_node, make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.watch import Reflector
-from scheduler.testing.controlplane import ControlPlane, pinned_versions
-from scheduler.testing.workload import make_node, make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
 from tests.cluster.test_leaderelection import test_one_leader_at_a_time_and_release_hands_over as lease_handover
 from tests.conftest import api_client
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod, running_scheduler, wait_for
+from harness.controlplane import ControlPlane
+from harness.workload import make_pod, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

@@ -1,6 +1,6 @@
 """The control plane the tests run on is real: pinned apiserver, verified TLS, RBAC, kwok nodes.
 
-Owns: checks of scheduler/testing/controlplane.py against the running processes (and of its
+Owns: checks of harness/controlplane.py against the running processes (and of its
 `up`/`down` CLI). Must never: mock anything, or leave nodes, processes or clients behind.
 """
 
@@ -24,8 +24,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import ApiException
 
+from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 from scheduler.api.http import load_connection
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
 pytestmark = pytest.mark.cluster
 
@@ -279,7 +279,7 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "scheduler.testing.controlplane", *args, "--dir", str(directory)],
+            [sys.executable, "-m", "harness.controlplane", *args, "--dir", str(directory)],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,

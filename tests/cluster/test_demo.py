@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.testing.controlplane import BUILD_SCRIPT, REPO_ROOT, ensure_binaries
+from harness.controlplane import BUILD_SCRIPT, REPO_ROOT, ensure_binaries
 
 pytestmark = pytest.mark.cluster
 
@@ -30,7 +30,7 @@ def test_demo_runs_from_etcd_apiserver_and_kwok_alone(tmp_path: Path) -> None:
         (bin_dir / name).symlink_to(built / name)
     path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "go").exists())
     proc = subprocess.run(
-        [sys.executable, "-m", "scheduler.testing.demo", "--timeout", "90"],
+        [sys.executable, "-m", "harness.demo", "--timeout", "90"],
         cwd=REPO_ROOT,
         env={**os.environ, "PATH": path, "SECONDARY_SCHEDULER_CACHE": str(cache)},
         capture_output=True,

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import make_pod, wait_for
+from harness import chart
+from harness.controlplane import ControlPlane, free_ports
+from harness.workload import make_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod
+from harness.controlplane import ControlPlane
+from harness.workload import make_pod
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod, metric_value, pod_events, running_scheduler, wait_for
+from harness.controlplane import ControlPlane
+from harness.workload import make_pod, metric_value, pod_events, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

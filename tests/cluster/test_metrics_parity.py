@@ -23,12 +23,12 @@ from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from harness.controlplane import ControlPlane
+from harness.workload import make_pod, metrics_text, running_scheduler, wait_for
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_pod, metrics_text, running_scheduler, wait_for
 
 pytestmark = pytest.mark.cluster
 

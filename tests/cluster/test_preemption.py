@@ -13,8 +13,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import (
+from harness.controlplane import ControlPlane
+from harness.workload import (
     make_pod,
     metric_value,
     pod_events,

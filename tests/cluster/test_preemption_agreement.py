@@ -18,8 +18,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_node, make_pod, pod_events, running_scheduler, wait_for
+from harness.controlplane import ControlPlane
+from harness.workload import make_node, make_pod, pod_events, running_scheduler, wait_for
 from tests.cluster.test_preemption import protect, running_pod
 
 pytestmark = pytest.mark.cluster

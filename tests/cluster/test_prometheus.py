@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
-from scheduler.testing.workload import make_pod, metrics_text, running_scheduler, wait_for
+from harness import chart
+from harness.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
+from harness.workload import make_pod, metrics_text, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_serving import secure_scheduler_process
 

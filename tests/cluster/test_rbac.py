@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import make_node, make_pod, wait_for
+from harness import chart
+from harness.controlplane import ControlPlane, free_ports
+from harness.workload import make_node, make_pod, wait_for
 from tests.conftest import api_client
 
 pytestmark = pytest.mark.cluster

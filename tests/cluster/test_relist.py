@@ -10,15 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.bench.rawapi import RawApi
+from harness.bench.relist import node_manifest
+from harness.controlplane import ControlPlane
+from harness.looplag import LoopMonitor
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.watch import LIST_PAGE_SIZE, Reflector
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.informers import Informers
-from scheduler.testing.bench.rawapi import RawApi
-from scheduler.testing.bench.relist import node_manifest
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.looplag import LoopMonitor
 
 pytestmark = pytest.mark.cluster
 

@@ -15,13 +15,13 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
+from harness import chart
+from harness.controlplane import ControlPlane, binary
+from harness.workload import make_pod, running_scheduler_process, scheduled_condition, wait_for
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.model.objects import Pod
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane, binary
-from scheduler.testing.workload import make_pod, running_scheduler_process, scheduled_condition, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.model.objects import Resource
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import (
+from harness.controlplane import ControlPlane
+from harness.workload import (
     make_pod,
     metrics_text,
     pod_events,
@@ -17,6 +16,7 @@ from scheduler.testing.workload import (
     scheduled_condition,
     wait_for,
 )
+from scheduler.model.objects import Resource
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

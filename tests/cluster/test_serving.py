@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import chart
+from harness.controlplane import ControlPlane, free_ports
+from harness.workload import wait_for
 from scheduler.serving import self_signed_certificate
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import wait_for
 from tests.cluster.test_rbac import https_get
 
 pytestmark = pytest.mark.cluster

@@ -28,9 +28,9 @@ from typing import Any
 from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.controlplane import ControlPlane, free_ports
+from harness.workload import make_node, make_pod, wait_for
 from scheduler.model.objects import Node, Pod, Resource
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import make_node, make_pod, wait_for
 
 RESULTS_JSON = Path(__file__).with_name("RESULTS.json")
 RESULTS_MD = Path(__file__).with_name("RESULTS.md")

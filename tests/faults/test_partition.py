@@ -20,9 +20,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
+from harness.controlplane import ControlPlane
+from harness.workload import make_node, make_pod, wait_for
 from scheduler.model.objects import Node, Pod, Resource
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_node, make_pod, wait_for
 from tests.conftest import api_client
 from tests.faults.harness import Replica, replicas
 

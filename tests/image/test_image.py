@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from packaging.utils import canonicalize_name
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, free_ports
-from scheduler.testing.workload import make_pod, wait_for
+from harness import chart
+from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
+from harness.workload import make_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
 from tests.unit.test_locks import RUNTIME_LOCK, read_lock

@@ -8,10 +8,8 @@ from collections import Counter
 
 import pytest
 
-from scheduler.model.objects import Pod
-from scheduler.model.quantity import parse_quantity
-from scheduler.testing import generator
-from scheduler.testing.agreement import (
+from harness import generator
+from harness.agreement import (
     BALANCED_ALLOCATION,
     KubeScores,
     Outcome,
@@ -25,6 +23,8 @@ from scheduler.testing.agreement import (
     plugins_differing,
     split_post_filter,
 )
+from scheduler.model.objects import Pod
+from scheduler.model.quantity import parse_quantity
 
 SEED = 137
 

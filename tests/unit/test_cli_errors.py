@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.testing.controlplane import free_ports
+from harness.controlplane import free_ports
 
 
 def _run(*args: str) -> tuple[int, str]:

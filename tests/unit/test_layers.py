@@ -1,8 +1,9 @@
 """The import contracts of ARCHITECTURE.md, checked on every import statement of the runtime.
 
-Layers, highest first: entry points > controller > plugins > backend (queue, cache) > framework >
-api > model > base (leaf utilities that import nothing of the project). A module may import its own
-layer or any layer below it, never one above. Plugins are independent of each other except through
+Layers, highest first: test support for plugin authors (scheduler.testing) > entry points >
+controller > plugins > backend (queue, cache) > framework > api > model > base (leaf utilities that
+import nothing of the project). A module may import its own layer or any layer below it, never one
+above. Plugins are independent of each other except through
 `plugins.helper`; the runtime never imports the harness. Imports under `if TYPE_CHECKING:` and inside
 functions count too: they are arrows all the same, and a function-local import is how a circle hides.
 """
@@ -18,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # (layer, module prefixes); a module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # Test support shipped for plugin authors: it may use anything; nothing of the runtime uses it.
+    ("testing", ("scheduler.testing",)),
     (
         "entry",
         (
@@ -40,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model", ("scheduler.model",)),
     ("base", ("scheduler.metrics", "scheduler.logs", "scheduler.codec", "scheduler")),
 )
-HARNESS = ("scheduler.testing", "harness")
+HARNESS = ("harness",)
 RUNTIME_PACKAGES = ("scheduler", "plugins")
 
 
@@ -127,7 +130,8 @@ def test_imports_only_point_down_and_plugins_stand_alone() -> None:
         ("scheduler.model.fake_objects", "from scheduler.api import client\n", "imports scheduler.api.client (api)"),
         ("scheduler.framework.fake_rt", "def f():\n    from scheduler import schedule_one\n", "(controller)"),
         ("plugins.fakeplugin", "from plugins.nodeaffinity import NAME\n", "imports another plugin"),
-        ("scheduler.fake_entry", "import scheduler.testing.controlplane\n", "imports the harness"),
+        ("scheduler.fake_entry", "import harness.controlplane\n", "imports the harness"),
+        ("scheduler.cli_fake", "from scheduler.testing import builders\n", "(testing)"),
     ],
 )
 def test_the_check_catches_an_arrow_the_wrong_way(tmp_path: Path, module: str, source: str, expected: str) -> None:

@@ -1,4 +1,4 @@
-"""README.md's generated blocks against the result files (scheduler/testing/readme.py).
+"""README.md's generated blocks against the result files (harness/readme.py).
 
 The check runs over a copy of README.md and the result files taken when this module is collected,
 before any test runs: `make test` runs the fault suite, which rewrites tests/faults/RESULTS.json and
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing import readme
-from scheduler.testing.readme import DASH, REPO_ROOT, ReadmeError, copy_inputs, differences, render
+from harness import readme
+from harness.readme import DASH, REPO_ROOT, ReadmeError, copy_inputs, differences, render
 
 _COPY = tempfile.TemporaryDirectory(prefix="readme-inputs-")
 atexit.register(_COPY.cleanup)

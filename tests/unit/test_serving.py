@@ -8,8 +8,8 @@ from typing import Any
 
 import aiohttp
 
+from harness.controlplane import free_ports
 from scheduler.app import Options, _serve
-from scheduler.testing.controlplane import free_ports
 
 
 async def _get(port: int, path: str) -> tuple[int, str]:

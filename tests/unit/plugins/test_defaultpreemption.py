@@ -25,7 +25,7 @@ from scheduler.framework.runtime import Framework, FrameworkHandle, Wiring
 from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod, PodDisruptionBudget
 from scheduler.profile import build_profiles
-from tests.builders import PodBuilder, make_node, make_pod, node_info, snapshot
+from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info, snapshot
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL = {"cpu": "100m", "memory": "100"}

@@ -22,7 +22,7 @@ from plugins.interpodaffinity.filtering import (
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
-from tests.builders import (
+from scheduler.testing.builders import (
     NodeBuilder,
     PodBuilder,
     affinity_term,

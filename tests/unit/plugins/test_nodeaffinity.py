@@ -16,7 +16,7 @@ from plugins.nodeaffinity import (
 from scheduler.framework.types import Code, CycleState, PreFilterResult, QueueingHint, Status
 from scheduler.model.objects import Pod
 from scheduler.model.selectors import SelectorError
-from tests.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, run_score, term
+from scheduler.testing.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, run_score, term
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -319,7 +319,7 @@ def test_node_change_hint(args: dict[str, Any], pod: Any, old: Any, new: Any, hi
 def test_batch_forms_key_on_the_enforced_affinity_not_on_the_plugin_object() -> None:
     """The node table's derived masks outlive a plugin: a key naming the plugin by id() hands a
     later plugin, built at the reused address with another addedAffinity, the old plugin's mask."""
-    from tests.builders import snapshot
+    from scheduler.testing.builders import snapshot
 
     snap = snapshot(*(node_info(make_node(n).label("zone", n)) for n in ("a", "b")))
     pod = make_pod("p").node_selector(zone="a").obj()
@@ -348,7 +348,7 @@ def test_batch_forms_key_on_the_enforced_affinity_not_on_the_plugin_object() -> 
 def test_batch_forms_share_masks_between_pods_and_profiles_alike() -> None:
     """Keyed on what the rule reads: the same required affinity written differently (a number as
     a string), or a second plugin with the same addedAffinity, reuse the first mask."""
-    from tests.builders import snapshot
+    from scheduler.testing.builders import snapshot
 
     snap = snapshot(*(node_info(make_node(n).label("zone", n).label("gen", "1")) for n in ("a", "b")))
     args = parse_args(added_required(term(expr("zone", "In", "a", "b"))))

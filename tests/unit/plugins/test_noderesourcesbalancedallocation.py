@@ -13,7 +13,7 @@ import pytest
 
 from plugins.noderesourcesbalancedallocation import NodeResourcesBalancedAllocation, balanced_score, parse_args
 from scheduler.framework.types import Code, CycleState
-from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, run_score
+from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
 GPU = "nvidia.com/gpu"
 DEFAULT = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}

@@ -23,7 +23,7 @@ import plugins.noderesourcesfit as fit
 from plugins.helper.shape_score import broken_linear
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
-from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
+from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"

@@ -23,7 +23,7 @@ from scheduler.framework.volumes import (
     VolumeStore,
 )
 from scheduler.model.objects import Pod
-from tests.builders import make_node, make_pod
+from scheduler.testing.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 EBS = "ebs.csi.aws.com"

@@ -25,7 +25,7 @@ from plugins.podtopologyspread.scoring import PRE_SCORE_KEY
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
-from tests.builders import (
+from scheduler.testing.builders import (
     NodeBuilder,
     PodBuilder,
     expr,

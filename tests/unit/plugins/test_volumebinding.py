@@ -34,7 +34,7 @@ from scheduler.framework.volumes import (
 )
 from scheduler.model.objects import Node, Pod
 from scheduler.model.volumes import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
-from tests.builders import make_node, make_pod
+from scheduler.testing.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"

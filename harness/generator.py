@@ -9,7 +9,7 @@ topology spread constraints of both kinds, host ports, images, init containers a
 pod-level resources and overhead (through a RuntimeClass).
 
 Scenario `index` of `seed` depends on nothing else (not on how many are generated), so any one
-of them can be run again alone: `python -m scheduler.testing.agreement --seed N --generated K
+of them can be run again alone: `python -m harness.agreement --seed N --generated K
 --only gen-N-I`, or dumped as YAML with `--dump DIR` and kept as a hand-written scenario.
 
 Owns: the vocabulary (labels, taints, images, apps) and the probabilities. Must never: produce an

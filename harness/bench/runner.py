@@ -6,7 +6,7 @@ every scheduler is known to be scheduling before the clock starts), then create 
 as fast as a bounded pool of creators can while a watch notes when each is bound (or reported
 unschedulable), until every pod that can fit is bound; the scheduler's CPU seconds (/proc/<pid>/stat)
 and peak RSS (VmHWM) and the apiserver's and etcd's CPU; optionally a py-spy profile of ours —
-and the command line, `python -m scheduler.testing.bench`.
+and the command line, `python -m harness.bench`.
 
 Must never: run two benchmarks at once (every run owns the machine), or leave a process behind
 (control planes and schedulers are context managers).
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from scheduler.testing.bench import report
-from scheduler.testing.bench.rawapi import RawApi
-from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind
-from scheduler.testing.bench.workloads import WORKLOADS, Placement, Size, Workload
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from harness.bench import report
+from harness.bench.rawapi import RawApi
+from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind
+from harness.bench.workloads import WORKLOADS, Placement, Size, Workload
+from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
 NAMESPACE = "bench"
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -480,7 +480,7 @@ def _choose(names: str, known: Mapping[str, T], what: str) -> list[T]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.testing.bench",
+        prog="python -m harness.bench",
         description="scheduler_perf-style benchmark of ours vs kube-scheduler vs a null binder.",
     )
     parser.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS), help="comma-separated")

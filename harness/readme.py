@@ -4,7 +4,7 @@ Owns: every block of README.md between `<!-- BEGIN generated:NAME key=value ... 
 `<!-- END generated:NAME -->`. The text in between is rendered from result files and nothing else:
 the upstream benchmark runs (bench-results/*-upstream-*/results*.json), a py-spy profile
 (bench-results/…/profile-*.txt), the fault suite (tests/faults/RESULTS.json, PARTITION.md) and the
-agreement run (tests/agreement/RESULTS.md). `python -m scheduler.testing.readme` rewrites the
+agreement run (tests/agreement/RESULTS.md). `python -m harness.readme` rewrites the
 blocks (`make readme`); `--check` names each block that differs and exits 1
 (tests/unit/test_readme_tables.py runs it over the committed README).
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scheduler.testing.bench import report
+from harness.bench import report
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 README = "README.md"
 
 _BLOCK = re.compile(
@@ -615,7 +615,7 @@ def differences(text: str, root: Path) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.testing.readme", description="Regenerate README.md's tables from the result files."
+        prog="python -m harness.readme", description="Regenerate README.md's tables from the result files."
     )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block differs")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the repository (README.md and result files)")

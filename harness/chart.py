@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError, binary
+from harness.controlplane import REPO_ROOT, ControlPlane, ControlPlaneError, binary
 
 CHART_DIR = REPO_ROOT / "charts" / "secondary-scheduler"
 DEPLOY_DIR = REPO_ROOT / "deploy"

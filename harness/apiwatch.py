@@ -22,7 +22,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from scheduler.testing.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 Raw = dict[str, Any]
 T = TypeVar("T")

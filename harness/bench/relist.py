@@ -1,4 +1,4 @@
-"""`python -m scheduler.testing.bench.relist [--nodes 15000] [--seconds 12] [--out FILE]`: the Lease
+"""`python -m harness.bench.relist [--nodes 15000] [--seconds 12] [--out FILE]`: the Lease
 renewal while the node Reflector relists a large cluster on the same event loop.
 
 Owns: a control plane without kwok (nothing else writes the nodes), `--nodes` realistic Node objects
@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.bench.rawapi import RawApi
+from harness.controlplane import ControlPlane
+from harness.looplag import LoopMonitor
 from scheduler import gctune
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
@@ -30,9 +33,6 @@ from scheduler.api.watch import Reflector
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.informers import Informers
-from scheduler.testing.bench.rawapi import RawApi
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.looplag import LoopMonitor
 
 CREATORS = 32
 IMAGES = 12  # a kubelet reports the node's images (up to 50); a dozen keeps a node near 5 KB of JSON
@@ -202,7 +202,7 @@ async def _measure(plane: ControlPlane, nodes: int, seconds: float) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler.testing.bench.relist", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.bench.relist", description=__doc__)
     parser.add_argument("--nodes", type=int, default=15000)
     parser.add_argument("--seconds", type=float, default=12.0, help="how long to relist back to back")
     parser.add_argument("--out", type=Path, help="also write the JSON here")

@@ -1,7 +1,7 @@
 """Agreement harness: the same scenarios through the real kube-scheduler and through ours.
 
 A scenario (tests/agreement/scenarios/*.yaml, or one from the seeded generator in
-scheduler/testing/generator.py, same format) is nodes, existing pods (bound to a node or not),
+harness/generator.py, same format) is nodes, existing pods (bound to a node or not),
 namespaces with labels, PriorityClasses, other raw objects (RuntimeClasses, Services, ...) and an
 ordered list of steps: pending pods, each created and settled one at a time, and actions (patch a
 node or a pod, delete a pod, create a node) after which named pods are observed again. Objects are
@@ -25,7 +25,7 @@ scheduler's node is one ours could have chosen: our framework is replayed in-pro
 top-score set.
 
 Owns: the scenario format, both drivers, the replay, the comparison, the table (stdout and
-markdown) and the CLI (`python -m scheduler.testing.agreement [--scenarios DIR] [--only NAME]
+markdown) and the CLI (`python -m harness.agreement [--scenarios DIR] [--only NAME]
 [--seed N --generated K] [--no-files] [--dump DIR]`).
 Must never: tune either scheduler beyond the shared PROFILES, or touch a cluster it did not start.
 """
@@ -56,16 +56,16 @@ import numpy as np
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import generator
+from harness.apiwatch import KeepAliveClient, PodWatch
+from harness.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, deep_merge, pinned_versions
+from harness.workload import metrics_text, running_scheduler, wait_for
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, build_scheduler, collection_path, full_registry
 from scheduler.config import API_VERSION, KIND, SchedulerConfig, parse_config
 from scheduler.framework.types import CycleState, FitError
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
-from scheduler.testing import generator
-from scheduler.testing.apiwatch import KeepAliveClient, PodWatch
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, deep_merge, pinned_versions
-from scheduler.testing.workload import metrics_text, running_scheduler, wait_for
 
 Raw = dict[str, Any]
 
@@ -373,7 +373,7 @@ class Scenario:
     nodes: tuple[Raw, ...]
     existing_pods: tuple[Raw, ...]
     steps: tuple[Step, ...]
-    generated: bool = False  # by scheduler/testing/generator.py, not from a file
+    generated: bool = False  # by harness/generator.py, not from a file
 
     def pending_plugins(self, registered: Sequence[str]) -> list[str]:
         return [name for name in self.plugins if name not in registered]
@@ -1380,14 +1380,14 @@ class AgreementReport:
         generated = ""
         if info.generated:
             generated = (
-                f" plus {info.generated} generated ones (scheduler/testing/generator.py, `--seed {info.seed} "
+                f" plus {info.generated} generated ones (harness/generator.py, `--seed {info.seed} "
                 f"--generated {info.generated}`)"
             )
         out = [
             f"# Agreement with kube-scheduler {version}",
             "",
             f"Run {info.date} at commit {info.commit}, wall time {self.seconds:.0f} s, by `python -m "
-            f"scheduler.testing.agreement` (scheduler/testing/agreement.py) over tests/agreement/scenarios/"
+            f"harness.agreement` (harness/agreement.py) over tests/agreement/scenarios/"
             f"{generated}.",
             "",
             "Per pod: the verdict (bound / unschedulable / gated); the FailedScheduling message's Filter part",
@@ -1417,7 +1417,7 @@ class AgreementReport:
         if diffs:
             out += ["", "## Disagreements", ""]
             out += [
-                "Each with its cause where it is known (known_cause in scheduler/testing/agreement.py).",
+                "Each with its cause where it is known (known_cause in harness/agreement.py).",
                 "",
             ]
             out += ["```", *diffs, "```"]
@@ -1579,7 +1579,7 @@ DEFAULT_SEED = 137
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.testing.agreement",
+        prog="python -m harness.agreement",
         description="Run scenarios through kube-scheduler and through ours; print the agreement table.",
     )
     parser.add_argument("--scenarios", type=Path, default=SCENARIOS_DIR, help="folder of scenario *.yaml files")

@@ -16,9 +16,9 @@ from typing import Any
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from harness.controlplane import ControlPlane
+from harness.workload import make_node, make_pod, metrics_text, running_scheduler
 from scheduler.model.objects import Resource
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_node, make_pod, metrics_text, running_scheduler
 
 SCHEDULER = "secondary-scheduler"
 NAMESPACE = "demo"

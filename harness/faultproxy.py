@@ -30,7 +30,7 @@ from typing import Self
 import aiohttp
 from aiohttp import web
 
-from scheduler.testing.controlplane import LOOPBACK, ControlPlane
+from harness.controlplane import LOOPBACK, ControlPlane
 
 # Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus what aiohttp recomputes
 # (bodies pass through as they are: gzip stays gzip, with its Content-Encoding).

@@ -19,7 +19,7 @@ from typing import Any, Self
 
 import aiohttp
 
-from scheduler.testing.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 WatchHandler = Callable[[str, dict[str, Any], float], None]
 

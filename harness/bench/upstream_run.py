@@ -7,7 +7,7 @@ pods, with a pre-bound PersistentVolume and claim each where the op asks (rapidl
 waiting until they are scheduled unless told not to), pod sets, arbitrary objects, barriers,
 sleeps, churn in the background, deletions, and the collectors that measure SchedulingThroughput
 as upstream computes it, plus the scheduler's CPU seconds, peak RSS and attempt latency over each
-measured phase; the `python -m scheduler.testing.bench upstream` command and its report.
+measured phase; the `python -m harness.bench upstream` command and its report.
 
 Must never: alter an object beyond what scheduler_perf itself does (upstream_objects.py) and
 `spec.schedulerName` of pods, or run two workloads at once.
@@ -34,12 +34,11 @@ from typing import Any
 
 import yaml
 
-from plugins.registry import IN_TREE
-from scheduler.testing.bench import report
-from scheduler.testing.bench.rawapi import RawApi, run_concurrently
-from scheduler.testing.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
-from scheduler.testing.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
-from scheduler.testing.bench.upstream import (
+from harness.bench import report
+from harness.bench.rawapi import RawApi, run_concurrently
+from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
+from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
+from harness.bench.upstream import (
     KIND_PATHS,
     TestCase,
     UpstreamError,
@@ -52,7 +51,7 @@ from scheduler.testing.bench.upstream import (
     upstream_throughput,
     upstream_workloads,
 )
-from scheduler.testing.bench.upstream_objects import (
+from harness.bench.upstream_objects import (
     allocatable_patch,
     bound,
     csi_node,
@@ -62,7 +61,8 @@ from scheduler.testing.bench.upstream_objects import (
     strategy_labels,
     with_signature,
 )
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from plugins.registry import IN_TREE
 
 CREATORS = 32
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
@@ -693,7 +693,7 @@ def markdown(results: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.testing.bench upstream",
+        prog="python -m harness.bench upstream",
         description="Upstream scheduler_perf test cases, read from the k8s.io/kubernetes module, "
         "against ours, kube-scheduler and the null binder.",
     )

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.testing.controlplane import pinned_versions
+from harness.controlplane import pinned_versions
 
 SUPPORTED_OPCODES = frozenset(
     {

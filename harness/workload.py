@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.controlplane import ControlPlane, free_ports
 from scheduler.model.objects import Resource
-from scheduler.testing.controlplane import ControlPlane, free_ports
 
 T = TypeVar("T")
 

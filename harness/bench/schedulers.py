@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from scheduler.testing.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, tail
-from scheduler.testing.workload import metrics_text, running_scheduler_process
+from harness.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, tail
+from harness.workload import metrics_text, running_scheduler_process
 
 NULL_BINDER_READY = "null-binder ready"
 

@@ -4,7 +4,7 @@ Owns: running etcd, kube-apiserver and kwok (the node simulator: nodes become Re
 them become Running, deleted pods really go away), and on request kube-scheduler and
 kube-controller-manager, as child processes on free 127.0.0.1 ports in one work dir; the admin
 kubeconfig (token auth, TLS verified against the apiserver's self-signed CA); stopping all of it; and
-the `up` / `down` CLI (`python -m scheduler.testing.controlplane up --dir .cache/cluster`).
+the `up` / `down` CLI (`python -m harness.controlplane up --dir .cache/cluster`).
 
 Must never: be imported by the scheduler itself; listen on or talk to anything but 127.0.0.1;
 download anything (binaries come from hack/controlplane/build.sh, which builds from Go modules);
@@ -39,7 +39,7 @@ from typing import Any, Self
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CONTROLPLANE_DIR = REPO_ROOT / "hack" / "controlplane"
 BUILD_SCRIPT = CONTROLPLANE_DIR / "build.sh"
 LOOPBACK = "127.0.0.1"
@@ -885,7 +885,7 @@ def _is_supervisor(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"scheduler.testing.controlplane" in cmdline and b"serve" in cmdline
+    return b"harness.controlplane" in cmdline and b"serve" in cmdline
 
 
 def _running_supervisor(directory: Path) -> int | None:
@@ -948,7 +948,7 @@ def _cmd_up(directory: Path, timeout: float) -> int:
     shutil.rmtree(directory / "state", ignore_errors=True)  # every `up` is a fresh cluster
     with (directory / SERVE_LOG).open("wb") as log:
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.testing.controlplane", "serve", "--dir", str(directory)],
+            [sys.executable, "-m", "harness.controlplane", "serve", "--dir", str(directory)],
             cwd=REPO_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -1049,7 +1049,7 @@ def _cmd_status(directory: Path) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m scheduler.testing.controlplane",
+        prog="python -m harness.controlplane",
         description="Run a local control plane (etcd, kube-apiserver, kwok) in the background.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
