@@ -2,7 +2,8 @@
 One family is this project's own, marked where it is defined (eviction-based preemption).
 
 Owns every family the scheduler exports: the `scheduler_*` families of kube-scheduler
-(pkg/scheduler/metrics), client-go's `rest_client_*`, `leader_election_*`, and `process_*`.
+(pkg/scheduler/metrics), client-go's `rest_client_*`, `leader_election_*`, the delegated
+authentication and authorization `apiserver_delegated_*`, and `process_*`.
 Series that only restate state another component keeps (queue contents, cache sizes) are read
 from that component at scrape time through a registered source, so the hot path pays nothing.
 Plugin and queueing-hint durations go through a bounded buffer flushed once a second, as
@@ -545,6 +546,38 @@ leader_election_slowpath = Counter(
     ["name"],
     registry=REGISTRY,
 )
+
+# ---- apiserver_delegated_* (apiserver authenticatorfactory / authorizerfactory) ----------------------
+
+_DELEGATED_BUCKETS = (0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0)
+
+delegated_authn_requests = Counter(
+    "apiserver_delegated_authn_request",
+    "Number of HTTP requests partitioned by status code.",
+    ["code"],
+    registry=REGISTRY,
+)
+delegated_authn_duration = Histogram(
+    "apiserver_delegated_authn_request_duration_seconds",
+    "Request latency in seconds. Broken down by status code.",
+    ["code"],
+    buckets=_DELEGATED_BUCKETS,
+    registry=REGISTRY,
+)
+delegated_authz_requests = Counter(
+    "apiserver_delegated_authz_request",
+    "Number of HTTP requests partitioned by status code.",
+    ["code"],
+    registry=REGISTRY,
+)
+delegated_authz_duration = Histogram(
+    "apiserver_delegated_authz_request_duration_seconds",
+    "Request latency in seconds. Broken down by status code.",
+    ["code"],
+    buckets=_DELEGATED_BUCKETS,
+    registry=REGISTRY,
+)
+
 
 # ---- ours, not kube-scheduler's ----------------------------------------------------------------
 

@@ -133,7 +133,11 @@ USER_AGENT = f"secondary-scheduler/{__version__}"
 
 class TokenBucket:
     """client-go's token-bucket rate limiter (clientConnection qps/burst): every request takes a token;
-    tokens come back at `qps` per second, at most `burst` saved up. Waiters reserve tokens in arrival order."""
+    tokens come back at `qps` per second, at most `burst` saved up. Waiters reserve tokens in arrival order.
+
+    With `max_wait`, a request whose turn would come later than that fails at once (ApiError, reason
+    RateLimited) and reserves nothing, as client-go's limiter does for a request whose context deadline
+    comes first: the backlog, and so the wait of the next request, never exceeds `max_wait`."""
 
     def __init__(
         self,
@@ -141,6 +145,7 @@ class TokenBucket:
         burst: int,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_wait: float | None = None,
     ) -> None:
         if qps <= 0 or burst <= 0:
             raise ValueError(f"token bucket needs qps > 0 and burst > 0, got qps={qps} burst={burst}")
@@ -149,12 +154,17 @@ class TokenBucket:
         self._tokens = float(burst)
         self._clock = clock
         self._sleep = sleep
+        self._max_wait = max_wait
         self._last = clock()
 
     async def wait(self) -> None:
         now = self._clock()
         self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
         self._last = now
+        if self._max_wait is not None and (1 - self._tokens) / self._qps > self._max_wait:
+            raise ApiError(
+                0, f"client rate limiter: the wait would exceed {self._max_wait:g}s (qps {self._qps:g})", "RateLimited"
+            )
         self._tokens -= 1
         if self._tokens < 0:
             await self._sleep(-self._tokens / self._qps)
