@@ -279,27 +279,31 @@ def run_as_kubelet(
     (account / "namespace").write_text(namespace)
     mounts.insert(0, (SERVICE_ACCOUNT_DIR, account))
     mounts.sort(key=lambda m: m[1] is None)  # copies first, while the sources are still visible
-    script = ["set -e", "mount --make-rprivate /", "mount -o remount,bind,ro /"]
+    # The shell works in `staging`: an emptyDir prepared there stays reachable by a relative path
+    # (mount -c: not canonicalised to the absolute one) after /tmp, which may hold it, is covered.
+    script = [f"cd {staging}", "set -e", "mount --make-rprivate /", "mount -o remount,bind,ro /"]
+    placed: list[str] = []
     runtime = _runtime_paths()
     for index, (path, source) in enumerate(mounts):
         if not Path(path).is_dir():
             raise FileNotFoundError(f"mount point {path} missing on the host (see host_mount_points)")
         kept = [k for k in runtime if k.is_relative_to(path)]
         if source is None and kept:
-            # Built aside, the hidden paths bound into it while still visible, then moved over
-            # `path` (-n: mount(8) cannot record a move in its table on the read-only root).
-            aside = staging / f"emptydir-{index}"
-            aside.mkdir()
-            script.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {aside}")
+            # Built aside while everything is visible, the hidden paths bound into it, then moved
+            # over `path` (-n: mount(8) cannot record the move in its table on a read-only root).
+            aside = f"emptydir-{index}"
+            (staging / aside).mkdir()
+            script.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {staging / aside}")
             for keep in kept:
-                target = aside / keep.relative_to(path)
+                target = staging / aside / keep.relative_to(path)
                 script.append(f"mkdir -p {target} && mount --rbind {keep} {target}")
                 script.append(f"mount -o remount,bind,ro {target}")
-            script.append(f"mount -n --move {aside} {path}")
+            placed.append(f"mount -n -c --move {aside} {path}")
             continue
-        script.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {path}")
+        placed.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {path}")
         if source is not None:
-            script.append(f"cp -r {source}/. {path}/ && chmod -R a+rX {path}")
+            placed.append(f"cp -r {source}/. {path}/ && chmod -R a+rX {path}")
+    script += placed
     script.append('cd / && exec "$@"')
     env = _container_env(container, pod_name, namespace)
     env.update(
