@@ -134,16 +134,18 @@ def test_an_empty_dir_over_the_checkout_hides_nothing_the_scheduler_runs_from(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     # The chart's emptyDir is /tmp, and a clone may live there (`git clone ... /tmp/x`): it must not
-    # hide the venv or the editable checkout from the replica. A second emptyDir over the checkout's
-    # parent folder (the checkout itself when that is /) makes the same so wherever this checkout is.
-    hidden = REPO_ROOT.parent if REPO_ROOT.parent != Path("/") else REPO_ROOT
+    # hide the venv or the editable checkout from the replica. A checkout elsewhere gets a second
+    # emptyDir over its parent folder (over itself when that is /), so the test means the same
+    # wherever the checkout is.
     (port,) = free_ports(1)
     docs = chart.documents(chart.render(control_plane.bin_dir, RELEASE, namespace, {"serving": {"port": port}}))
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
-    pod["volumes"].append({"name": "over-checkout", "emptyDir": {}})
     (container,) = pod["containers"]
-    container["volumeMounts"].append({"name": "over-checkout", "mountPath": str(hidden)})
+    if not any(REPO_ROOT.is_relative_to(m["mountPath"]) for m in container["volumeMounts"]):
+        hidden = REPO_ROOT.parent if REPO_ROOT.parent != Path("/") else REPO_ROOT
+        pod["volumes"].append({"name": "over-checkout", "emptyDir": {}})
+        container["volumeMounts"].append({"name": "over-checkout", "mountPath": str(hidden)})
     chart.apply(control_plane, docs, namespace)
     fullname = f"{RELEASE}-secondary-scheduler"
     token = chart.service_account_token(control_plane, namespace, fullname)

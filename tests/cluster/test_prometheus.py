@@ -131,7 +131,8 @@ Api = Callable[..., Any]
 @contextlib.contextmanager
 def _running_prometheus(bin_dir: Path, plane: ControlPlane, workdir: Path, config: Mapping[str, Any]) -> Iterator[Api]:
     """Prometheus with `config`; yields api(path, **params): the `data` of GET /api/v1/<path>, None
-    while Prometheus is still starting. An error answer (a query it cannot parse) fails the test."""
+    while Prometheus is still starting. Any other error answer (a query it cannot parse) fails the
+    test."""
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
     (web,) = free_ports(1)
     prometheus = ManagedProcess(
@@ -153,6 +154,8 @@ def _running_prometheus(bin_dir: Path, plane: ControlPlane, workdir: Path, confi
             with opener.open(url, timeout=5) as response:
                 return json.loads(response.read())["data"]
         except urllib.error.HTTPError as exc:
+            if exc.code == 503:  # the web server is up before the TSDB is open
+                return None
             raise AssertionError(f"{path} {params}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from None
         except OSError:
             assert prometheus.alive(), prometheus.failure("exited")
