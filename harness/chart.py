@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,40 @@ def config_file(docs: Sequence[Mapping[str, Any]]) -> str:
     return text
 
 
+def promql(docs: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(where, expression) for every PromQL expression in rendered manifests: each rule of each
+    PrometheusRule, and of each Grafana dashboard ConfigMap every panel target and every query
+    variable's `label_values(<selector>, <label>)` selector. Grafana's `$variables` stay as written.
+    A variable query of another form is a LookupError (a check over "every expression" would
+    otherwise pass over it silently)."""
+    found: list[tuple[str, str]] = []
+    for doc in docs:
+        if doc["kind"] == "PrometheusRule":
+            for group in doc["spec"]["groups"]:
+                for rule in group["rules"]:
+                    found.append((f"rule {rule.get('alert') or rule.get('record')}", rule["expr"]))
+        elif doc["kind"] == "ConfigMap":
+            for key, text in (doc.get("data") or {}).items():
+                if not key.endswith(".json"):
+                    continue
+                dashboard = json.loads(text)
+                for variable in dashboard.get("templating", {}).get("list", []):
+                    if variable["type"] != "query":
+                        continue
+                    query = variable["query"]
+                    query = query["query"] if isinstance(query, Mapping) else query
+                    selector = re.fullmatch(r"label_values\((.+),\s*\w+\)", query.strip())
+                    if selector is None:
+                        raise LookupError(
+                            f"dashboard {key} variable {variable['name']}: query {query!r} not understood"
+                        )
+                    found.append((f"variable {variable['name']}", selector.group(1)))
+                for panel in dashboard.get("panels", []):
+                    for target in panel.get("targets", []):
+                        found.append((f"panel {panel['title']}", target["expr"]))
+    return found
+
+
 DEPLOY_HEADER = (
     "# Rendered from charts/secondary-scheduler with its default values (release and namespace\n"
     f"# {DEPLOY_RELEASE!r}) by `make deploy`; do not edit by hand: tests/cluster/test_chart.py fails on drift.\n"
@@ -182,6 +217,18 @@ def host_mount_points(paths: Sequence[str]) -> Iterator[None]:
             directory.rmdir()
 
 
+def _runtime_paths() -> list[Path]:
+    """What the scheduler command needs from this machine: the interpreter's prefixes (the venv and
+    the installation it was made from), every import path and the checkout (an editable install
+    imports from it); nested paths folded into their outermost folder."""
+    candidates = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)}
+    candidates |= {Path(p) for p in sys.path if p}
+    candidates.add(REPO_ROOT)
+    folders = [c for c in candidates if c.is_dir()]
+    found = sorted({c.resolve() for c in folders} | {c.absolute() for c in folders})
+    return [p for p in found if not any(p != q and p.is_relative_to(q) for q in found)]
+
+
 def run_as_kubelet(
     plane: ControlPlane,
     docs: Sequence[Mapping[str, Any]],
@@ -195,6 +242,8 @@ def run_as_kubelet(
     A private mount namespace (`unshare -m`; needs root) gets the pod's volumes at the container's
     mount paths: each ConfigMap volume's files, each emptyDir as a tmpfs (mounted last: it may hide
     the host's /tmp), and the service-account volume at /var/run/secrets/kubernetes.io/serviceaccount;
+    an emptyDir that would hide this interpreter, its libraries or the checkout (a clone under /tmp)
+    gets those bound back in, read-only, at their own paths (in the image they live outside /tmp);
     the root filesystem is remounted read-only there (readOnlyRootFilesystem) and the command runs
     with the container's command, args and env, plus KUBERNETES_SERVICE_HOST/PORT
     pointing at the plane's apiserver (in-cluster mode: no kubeconfig). The command is looked up in
@@ -227,13 +276,31 @@ def run_as_kubelet(
     (account / "namespace").write_text(namespace)
     mounts.insert(0, (SERVICE_ACCOUNT_DIR, account))
     mounts.sort(key=lambda m: m[1] is None)  # copies first, while the sources are still visible
-    script = ["set -e", "mount --make-rprivate /", "mount -o remount,bind,ro /"]
-    for path, source in mounts:
+    # The shell works in `staging`: an emptyDir prepared there stays reachable by a relative path
+    # (mount -c: not canonicalised to the absolute one) after /tmp, which may hold it, is covered.
+    script = [f"cd {staging}", "set -e", "mount --make-rprivate /", "mount -o remount,bind,ro /"]
+    placed: list[str] = []
+    runtime = _runtime_paths()
+    for index, (path, source) in enumerate(mounts):
         if not Path(path).is_dir():
             raise FileNotFoundError(f"mount point {path} missing on the host (see host_mount_points)")
-        script.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {path}")
+        kept = [k for k in runtime if k.is_relative_to(path)]
+        if source is None and kept:
+            # Built aside while everything is visible, the hidden paths bound into it, then moved
+            # over `path` (-n: mount(8) cannot record the move in its table on a read-only root).
+            aside = f"emptydir-{index}"
+            (staging / aside).mkdir()
+            script.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {staging / aside}")
+            for keep in kept:
+                target = staging / aside / keep.relative_to(path)
+                script.append(f"mkdir -p {target} && mount --rbind {keep} {target}")
+                script.append(f"mount -o remount,bind,ro {target}")
+            placed.append(f"mount -n -c --move {aside} {path}")
+            continue
+        placed.append(f"mount -t tmpfs -o size=16m,mode=0755 tmpfs {path}")
         if source is not None:
-            script.append(f"cp -r {source}/. {path}/ && chmod -R a+rX {path}")
+            placed.append(f"cp -r {source}/. {path}/ && chmod -R a+rX {path}")
+    script += placed
     script.append('cd / && exec "$@"')
     env = _container_env(container, pod_name, namespace)
     env.update(
