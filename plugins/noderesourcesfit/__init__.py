@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import unexpected_objects
+from plugins.helper import event_objects
 from plugins.helper.resource_allocation import is_scalar_resource
 from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
 from plugins.noderesourcesfit.filtering import NAME as NAME
@@ -39,6 +39,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
@@ -160,7 +161,7 @@ class NodeResourcesFit:
         ]
 
 
-def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_freed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
     if pod.fit_out_of_range:
         return QueueingHint.SKIP  # only the pod's own update can bring its request within int64
@@ -169,7 +170,11 @@ def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
             return QueueingHint.QUEUE
         nominated = (old.raw.get("status") or {}).get("nominatedNodeName")
         return QueueingHint.QUEUE if old.node_name or nominated else QueueingHint.SKIP
-    if unexpected_objects(Pod, old, new) or old is None:
+    objects = event_objects(Pod, old, new)
+    if objects is None:
+        return QueueingHint.QUEUE
+    old, new = objects
+    if old is None:
         return QueueingHint.QUEUE
     if new.terminal:  # the cache lets a finished pod go as if it were deleted
         return QueueingHint.QUEUE
@@ -190,7 +195,7 @@ def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
     )
 
 
-def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _node_grew(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     if not isinstance(new, Node) or pod.fit_out_of_range:
         return QueueingHint.SKIP
     if old is None:
