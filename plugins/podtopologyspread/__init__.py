@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
 from plugins.podtopologyspread.common import NAME as NAME
 from plugins.podtopologyspread.common import pod_constraints
 from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
@@ -25,6 +25,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -99,11 +100,12 @@ class PodTopologySpread(CountingPreFilterExtensions):
             ),
         ]
 
-    def _pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A pod of the namespace was bound, relabelled or deleted so that it (un)matches a constraint."""
-        # A delete brings only the old object.
-        if not isinstance(old, Pod) if new is None else unexpected_objects(Pod, old, new):
+        objects = changed_objects(Pod, old, new)
+        if objects is None:
             return QueueingHint.QUEUE
+        old, new = objects
         if any(p is not None and not _involved(p, pod) for p in (old, new)):
             return QueueingHint.SKIP
         try:
@@ -112,12 +114,17 @@ class PodTopologySpread(CountingPreFilterExtensions):
             return QueueingHint.QUEUE
         if old is not None and new is not None:
             return _label_change_hint(old, new, constraints)
-        labels = (new if new is not None else old).labels
+        changed = new if new is not None else old  # an add's or a delete's pod
+        labels = changed.labels if changed is not None else {}
         return QueueingHint.QUEUE if any(c.selector.matches(labels) for c in constraints) else QueueingHint.SKIP
 
-    def _target_pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _target_pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """The pod itself gained tolerations while a constraint honors taints, or its labels now (un)match one."""
-        if unexpected_objects(Pod, old, new):
+        objects = event_objects(Pod, old, new)
+        if objects is None:
+            return QueueingHint.QUEUE
+        old, new = objects
+        if old is None:  # the pod's own update always has both
             return QueueingHint.QUEUE
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -129,11 +136,12 @@ class PodTopologySpread(CountingPreFilterExtensions):
             return QueueingHint.QUEUE
         return _label_change_hint(old, new, constraints)
 
-    def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _node_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A node carrying every topology key appeared or went, or its keys' values or taints changed."""
-        # A delete brings only the old object.
-        if not isinstance(old, Node) if new is None else unexpected_objects(Node, old, new):
+        node_objects = changed_objects(Node, old, new)
+        if node_objects is None:
             return QueueingHint.QUEUE
+        old, new = node_objects
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
         except SelectorError:
