@@ -284,14 +284,19 @@ async def _prime(
 
 async def _serve(
     options: Options,
-    client: HttpApiClient,
+    connection: Connection | None,
     ready: asyncio.Event,
     stop: asyncio.Event,
     leading: list[asyncio.Task[Any]],
     leader_elect: bool,
 ) -> web.AppRunner:
     """kube-scheduler's endpoints: /livez (ping), /healthz and /readyz (plus the elector's watchdog
-    and, for /readyz, shutdown and informer sync). A standby is ready: it only waits for the lease."""
+    and, for /readyz, shutdown and informer sync). A standby is ready: it only waits for the lease.
+
+    Reviews of scrapers' tokens go through clients of their own (as kube-scheduler's delegating
+    authentication and authorization): never through the scheduling client, whose rate limit binds
+    wait for and whose write fence would refuse a standby's reviews. `connection` None: plain HTTP only.
+    """
 
     def leader_election() -> str | None:
         return "leader election is not running" if any(task.done() for task in leading) else None
@@ -304,6 +309,9 @@ async def _serve(
 
     ping: dict[str, serving.Check] = {"ping": lambda: None}
     election = {"leaderElection": leader_election} if leader_elect else {}
+    auth = None
+    if not options.plain_http and connection is not None:
+        auth = serving.DelegatingAuth(serving.delegation_client(connection), serving.delegation_client(connection))
     return await serving.serve(
         serving.ServingOptions(
             address=options.metrics_address,
@@ -312,7 +320,7 @@ async def _serve(
             cert_file=options.tls_cert_file,
             key_file=options.tls_key_file,
         ),
-        client,
+        auth,
         livez=ping,
         healthz={**ping, **election},
         readyz={**ping, **election, "shutdown": shutdown, "sched-handler-sync": handler_sync},
@@ -354,7 +362,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     ready = asyncio.Event()
     leading_tasks: list[asyncio.Task[Any]] = []
-    runner = await _serve(options, client, ready, stop, leading_tasks, leader_election.leader_elect)
+    runner = await _serve(options, connection, ready, stop, leading_tasks, leader_election.leader_elect)
     log.info(
         "starting",
         profiles=[p.scheduler_name for p in config.profiles],

@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "run":
         from scheduler.app import Options, run
+        from scheduler.serving import ServingError
 
         options = Options(
             kubeconfig=args.kubeconfig,
@@ -164,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         except LeadershipLost as exc:
             # As kube-scheduler: one line, exit 1; the replica restarts as a standby.
             structlog.get_logger("app").error("Leaderelection lost", reason=str(exc))
+            return 1
+        except ServingError as exc:
+            # One line, as kube-scheduler's "failed to listen on 0.0.0.0:10259: ... address already in
+            # use", plus the flags that move the server elsewhere (another replica or kube-scheduler holds it).
+            hint = " (choose another with --secure-port or --bind-address)" if exc.address else ""
+            print(f"secondary-scheduler: cannot start: {exc}{hint}", file=sys.stderr)
             return 1
         except (ConfigError, KubeconfigError, ApiError) as exc:
             # Start-up reads (the informers' first lists) name the request and the apiserver's answer,

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.framework.runtime import EXTENSION_POINTS
 from scheduler.model.durations import go_duration, parse_go_duration
 
 # kube's LeaderElectionConfiguration / ClientConnectionConfiguration defaults (the lease name excepted:
@@ -27,21 +28,6 @@ DEFAULT_PARALLELISM = 16
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "secondary-scheduler"
-
-EXTENSION_POINTS = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
 
 # kube-scheduler 1.37's default profile (getDefaultPlugins + applyFeatureGates with 1.37's default
 # gates: NodeDeclaredFeatures appended, DynamicResources before DefaultPreemption), in its

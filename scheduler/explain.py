@@ -10,6 +10,7 @@ preemption would do. Writes nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
         if fw.post_filter_plugins:
             # PostFilter decides as in a real cycle (preemption's dry run), but nothing it would
             # start (evictions, status patches) is ever run.
-            fw.handle.spawn = _discard
+            fw.handle.wire(dataclasses.replace(fw.handle.wiring, spawn=_discard))
             _, post_status = fw.run_post_filter(state, pod, diagnosis.node_statuses())
             if post_status is not None:
                 diagnosis.post_filter_msg = post_status.message

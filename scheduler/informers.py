@@ -86,7 +86,12 @@ class Informers:
         self.pdbs = shared.pdbs if shared is not None else PdbStore()
         # The volume plugins' listers read the one handle's store (a fresh one for several handles).
         self.volumes = shared.volumes if shared is not None else VolumeStore()
-        self._reported_invalid: set[str] = set()
+        # Objects that cannot be parsed, by kind/uid (pods) or kind/name (nodes), with the error last
+        # reported: each is reported once (again only if the error changes), forgotten when deleted.
+        self._reported_invalid: dict[str, str] = {}
+        # Objects with quantities beyond int64, by kind/namespace/name, and what was last reported:
+        # each is logged once (again only if its fields change), however often it is updated.
+        self._reported_out_of_range: dict[str, tuple[str, ...]] = {}
         # The last version of each node seen, which update events are computed against (the cache
         # keeps an older one when only heartbeats or conditions changed).
         self._nodes: dict[str, Node] = {}
@@ -101,8 +106,9 @@ class Informers:
         try:
             pod = Pod.from_raw(raw)
         except InvalidObject as exc:
-            self._invalid_pod(raw, exc)
+            self._invalid_pod(event_type, raw, exc)
             return
+        self._report_out_of_range("Pod", pod.namespace, pod.name, () if event_type == DELETED else pod.out_of_range)
         cache = sched.cache
         known = cache.get_pod(uid)
         if event_type == DELETED or pod.terminal:
@@ -152,16 +158,25 @@ class Informers:
         sched.queue.add(pod, previous)
         metrics.observe_event_handling(label, started)
 
-    def _invalid_pod(self, raw: Mapping[str, Any], error: InvalidObject) -> None:
+    def _first_report(self, key: str, event_type: str | None, error: InvalidObject) -> bool:
+        """Whether this unparseable object's error is new (and so to be reported); a delete forgets it."""
+        if event_type == DELETED:
+            self._reported_invalid.pop(key, None)
+            return False
+        if self._reported_invalid.get(key) == str(error):
+            return False
+        self._reported_invalid[key] = str(error)
+        return True
+
+    def _invalid_pod(self, event_type: str | None, raw: Mapping[str, Any], error: InvalidObject) -> None:
         spec = raw.get("spec") or {}
         meta = raw.get("metadata") or {}
+        uid = meta.get("uid", "")
+        if not self._first_report(f"Pod/{uid}", event_type, error):
+            return
         if spec.get("nodeName") or (spec.get("schedulerName") or "default-scheduler") not in self.sched.frameworks:
             log.warning("ignoring unparseable pod", error=str(error))
             return
-        uid = meta.get("uid", "")
-        if uid in self._reported_invalid:
-            return
-        self._reported_invalid.add(uid)
         log.error("pod cannot be scheduled", error=str(error))
         # Report it once, with the raw identity (no struct could be built).
         pod = Pod(
@@ -182,7 +197,27 @@ class Informers:
             non_zero_memory=0,
             raw=raw,
         )
-        self.sched.report_failure(pod, "SchedulerError", str(error), None)
+        self.sched.status_writes.report(pod, "SchedulerError", str(error), None)
+
+    def _report_out_of_range(self, kind: str, namespace: str, name: str, fields: tuple[str, ...]) -> None:
+        """One log line per object whose quantities are beyond int64 (counted as kube-scheduler
+        counts them, see scheduler.model.quantity); forgotten when the object is fixed or gone."""
+        if not fields and not self._reported_out_of_range:
+            return  # the common case: nothing odd anywhere
+        key = f"{kind}/{namespace}/{name}"
+        if not fields:
+            self._reported_out_of_range.pop(key, None)
+            return
+        if self._reported_out_of_range.get(key) == fields:
+            return
+        self._reported_out_of_range[key] = fields
+        log.error(
+            "quantity beyond int64, counted as kube-scheduler counts it",
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            field="; ".join(fields),
+        )
 
     # ---- nodes ---------------------------------------------------------------------------
 
@@ -194,6 +229,8 @@ class Informers:
         cached = cached_info.node if cached_info is not None else None
         old = self._nodes.get(name) or cached
         if event_type == DELETED:
+            self._reported_invalid.pop(f"Node/{name}", None)
+            self._report_out_of_range("Node", "", name, ())
             self._nodes.pop(name, None)
             sched.cache.remove_node(name)
             sched.queue.move_all_to_active_or_backoff(NODE_DELETE, old, None)
@@ -202,8 +239,10 @@ class Informers:
         try:
             node = Node.from_raw(raw)
         except InvalidObject as exc:
-            log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
+            if self._first_report(f"Node/{name}", event_type, exc):
+                log.error("ignoring node that cannot be parsed", node=name, error=str(exc))
             return
+        self._report_out_of_range("Node", "", name, node.out_of_range)
         if old is not None and old.resource_version == node.resource_version:
             return
         self._nodes[name] = node

@@ -1,7 +1,9 @@
 """Prometheus metrics with kube-scheduler v1.37's names, help, labels and buckets (a leaf module).
+One family is this project's own, marked where it is defined (eviction-based preemption).
 
 Owns every family the scheduler exports: the `scheduler_*` families of kube-scheduler
-(pkg/scheduler/metrics), client-go's `rest_client_*`, `leader_election_*`, and `process_*`.
+(pkg/scheduler/metrics), client-go's `rest_client_*`, `leader_election_*`, the delegated
+authentication and authorization `apiserver_delegated_*`, and `process_*`.
 Series that only restate state another component keeps (queue contents, cache sizes) are read
 from that component at scrape time through a registered source, so the hot path pays nothing.
 Plugin and queueing-hint durations go through a bounded buffer flushed once a second, as
@@ -231,6 +233,15 @@ preemption_goroutines_duration = Histogram(
 preemption_goroutines_execution = Counter(
     "scheduler_preemption_goroutines_execution",
     "Number of preemption goroutines executed.",
+    ["result"],
+    registry=REGISTRY,
+)
+# This project's own (kube-scheduler deletes its victims): how each eviction of a preemption victim
+# ended. evicted; blocked_by_pdb (still refused when evictionTimeoutSeconds ran out, left in place);
+# deleted_after_budget (evict-then-delete deleted it then); error (any other failure).
+preemption_evictions = Counter(
+    "scheduler_preemption_evictions",
+    "Number of preemption victims removed through the Eviction API, by how the eviction ended.",
     ["result"],
     registry=REGISTRY,
 )
@@ -535,6 +546,38 @@ leader_election_slowpath = Counter(
     ["name"],
     registry=REGISTRY,
 )
+
+# ---- apiserver_delegated_* (apiserver authenticatorfactory / authorizerfactory) ----------------------
+
+_DELEGATED_BUCKETS = (0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0)
+
+delegated_authn_requests = Counter(
+    "apiserver_delegated_authn_request",
+    "Number of HTTP requests partitioned by status code.",
+    ["code"],
+    registry=REGISTRY,
+)
+delegated_authn_duration = Histogram(
+    "apiserver_delegated_authn_request_duration_seconds",
+    "Request latency in seconds. Broken down by status code.",
+    ["code"],
+    buckets=_DELEGATED_BUCKETS,
+    registry=REGISTRY,
+)
+delegated_authz_requests = Counter(
+    "apiserver_delegated_authz_request",
+    "Number of HTTP requests partitioned by status code.",
+    ["code"],
+    registry=REGISTRY,
+)
+delegated_authz_duration = Histogram(
+    "apiserver_delegated_authz_request_duration_seconds",
+    "Request latency in seconds. Broken down by status code.",
+    ["code"],
+    buckets=_DELEGATED_BUCKETS,
+    registry=REGISTRY,
+)
+
 
 # ---- ours, not kube-scheduler's ----------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.config import (
     DEFAULT_MULTI_POINT,
-    EXTENSION_POINTS,
     ConfigError,
     PluginRef,
     PluginSet,
@@ -16,7 +15,7 @@ from scheduler.config import (
 )
 from scheduler.framework.interface import Plugin
 from scheduler.framework.registry import Registry, RegistryError
-from scheduler.framework.runtime import POINT_METHODS, Framework, FrameworkError, FrameworkHandle
+from scheduler.framework.runtime import EXTENSION_POINTS, POINT_METHODS, Framework, FrameworkError, FrameworkHandle
 from scheduler.framework.types import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
 
 REJECTING_POINTS = ("preEnqueue", "preFilter", "filter", "reserve", "permit")

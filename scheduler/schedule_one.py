@@ -1,14 +1,14 @@
-"""schedule_one: one pod's scheduling cycle, as kube-scheduler runs it.
+"""schedule_one: the pod's two cycles, as kube-scheduler's schedule_one.go runs them.
 
-pop → snapshot → PreFilter → Filter (adaptive node count, round-robin start, nominated
-pods) → PostFilter on failure → PreScore/Score/NormalizeScore/weights → select_host →
-assume → Reserve → Permit → hand over to the asynchronous binding cycle.
+Scheduling cycle: pop → snapshot → PreFilter → Filter (adaptive node count, round-robin start,
+nominated pods) → PostFilter on failure → PreScore/Score/NormalizeScore/weights → select_host →
+assume → Reserve → Permit. Binding cycle (a task per pod): WaitOnPermit → PreBind → Bind →
+PostBind. Failure handling for both: Unreserve, forget, requeue, and the failure report handed to
+the status dispatcher (scheduler/api/dispatcher.py), which a bind settles first.
 
-Owns the cycle and the failure report: the PodScheduled condition (one pending write per pod,
-settled before the pod's next bind) and the FailedScheduling event. Writes to the API only
-through the ApiClient (status) and the event recorder (events), and reads the cluster only
-through the cache, its snapshot and the informer's pending pods. Must never let a refused or
-slow Event hold back a condition or a bind.
+Reads the cluster only through the cache, its snapshot and the informer's pending pods; writes only
+through the framework's Bind/PreBind plugins, the dispatcher and the event recorders. Must never let
+a refused or slow Event hold back a condition or a bind, nor undo a Binding the apiserver accepted.
 """
 
 from __future__ import annotations
@@ -17,18 +17,19 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
 
 from scheduler import metrics
-from scheduler.api.client import ApiClient, ApiError
-from scheduler.api.events import WARNING, EventBroadcaster, EventRecorder, truncate_note
+from scheduler.api.client import ApiClient
+from scheduler.api.dispatcher import StatusDispatcher
+from scheduler.api.events import NORMAL, WARNING, EventBroadcaster, EventRecorder
 from scheduler.cache import Cache, Snapshot
-from scheduler.framework.runtime import Framework
+from scheduler.framework.events import ASSIGNED_POD_DELETE
+from scheduler.framework.runtime import Framework, Wiring
 from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
     Code,
@@ -40,12 +41,12 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
-from scheduler.logs import Repeats
-from scheduler.model.objects import InvalidObject, Pod
+from scheduler.model.objects import Pod
 from scheduler.nominator import Nominator
 from scheduler.queue import PriorityQueue
 
 log = structlog.get_logger("scheduler")
+T = TypeVar("T")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -98,68 +99,16 @@ def _always() -> bool:
     return True
 
 
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# kube's retry.DefaultBackoff, which its PatchPodStatus retries with: 4 tries, 10 ms x5, 10 % jitter.
-PATCH_STATUS_TRIES = 4
-PATCH_STATUS_BACKOFF = (0.010, 0.050, 0.250)
-
-
-def patch_retriable(error: ApiError) -> bool:
-    """kube's RetriableWithConflict: internal error, unavailable, no connection, conflict."""
-    return error.status in (0, 409, 500, 503)
-
-
-def pod_scheduled_condition(pod: Pod, reason: str, message: str, now: str) -> dict[str, Any] | None:
-    """The PodScheduled=False condition to write, or None when the pod already carries it.
-
-    kube's UpdatePodCondition: lastTransitionTime kept while the status does not change; unchanged
-    means same status, reason, message, lastProbeTime and lastTransitionTime (observedGeneration is
-    not compared). observedGeneration is the pod's generation (PodObservedGenerationTracking, GA).
-    """
-    condition: dict[str, Any] = {
-        "type": "PodScheduled",
-        "status": "False",
-        "reason": reason,
-        "message": message,
-        "lastProbeTime": None,
-        "lastTransitionTime": now,
-    }
-    generation = (pod.raw.get("metadata") or {}).get("generation")
-    if isinstance(generation, int) and generation > 0:
-        condition["observedGeneration"] = generation
-    old = next(
-        (c for c in (pod.raw.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"), None
-    )
-    if old is None:
-        return condition
-    if old.get("status") == "False":
-        condition["lastTransitionTime"] = old.get("lastTransitionTime")
-    unchanged = (
-        old.get("status") == "False"
-        and old.get("reason") == reason
-        and old.get("message") == message
-        and old.get("lastProbeTime") is None
-    )
-    return None if unchanged else condition
-
-
 @dataclasses.dataclass(slots=True)
-class _StatusReport:
-    """A pod's pending PodScheduled=False write; `writing` while a request is on the wire."""
+class _Placement:
+    """One pod on its way from the scheduling cycle through the binding cycle."""
 
-    uid: str
-    pod: Pod
-    reason: str
-    message: str
-    nominated: str | None  # None: leave status.nominatedNodeName alone; "" clears it
-    previous: _StatusReport | None
-    writing: bool = False
-    superseded: bool = False
-    event_recorded: bool = False
-    task: asyncio.Task[None] | None = None
+    fw: Framework
+    state: CycleState
+    info: QueuedPodInfo
+    assumed: Pod
+    host: str
+    started: float
 
 
 class Scheduler:
@@ -182,17 +131,10 @@ class Scheduler:
         self.client = client
         self.nominator = nominator or Nominator()
         self.snapshot = Snapshot()
-        for fw in self.frameworks.values():
-            fw.handle.snapshot = self.snapshot
-            fw.handle.activate = self.queue.activate
-            fw.handle.spawn = self.spawn
-            fw.handle.nominator = self.nominator
-            fw.handle.pod_exists = self.pod_exists
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._writes = asyncio.Semaphore(max_concurrent_writes)
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
         # False once this process may no longer write (a deposed leader): binding cycles stop before Bind.
@@ -203,10 +145,12 @@ class Scheduler:
         self.recorders: dict[str, EventRecorder] = {
             name: self.event_broadcaster.new_recorder(name) for name in self.frameworks
         }
+        wiring = Wiring(self.snapshot, self.queue.activate, self.spawn, self.pod_exists, self.nominator, self.recorders)
         for fw in self.frameworks.values():
-            fw.handle.recorders = self.recorders
-        self._status_reports: dict[str, _StatusReport] = {}
-        self._status_failures = Repeats()
+            fw.handle.wire(wiring)
+        self.status_writes = StatusDispatcher(
+            client, self.pending_pods, self.recorders, self.spawn, max_in_flight=max_concurrent_writes
+        )
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -225,10 +169,12 @@ class Scheduler:
             return True
         return self.cache.get_pod(pod.uid) is not None and not self.cache.is_assumed(pod.uid)
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run `coro` as a task that drain() waits for (binding cycles, status writes, plugins' own)."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def drain(self, grace: float | None = None) -> None:
         """Wait for in-flight binding cycles and API writes, Events included (tests and shutdown); past
@@ -319,9 +265,7 @@ class Scheduler:
             self.handle_failure(fw, info, status, FitError.single_node(pod, host, status) if rejected else None, None)
             return
         # The pod keeps its in-flight status until the binding cycle ends (queue.done there).
-        from scheduler.binding import binding_cycle
-
-        self.spawn(binding_cycle(self, fw, state, info, assumed, host, started))
+        self.spawn(self.binding_cycle(_Placement(fw, state, info, assumed, host, started)))
 
     def _log_cycle_error(self, pod: Pod, exc: Exception) -> None:
         """Once per pod and message: a pod that keeps failing the same way does not flood the log."""
@@ -574,121 +518,100 @@ class Scheduler:
             self.nominator.add(current, (current.raw.get("status") or {}).get("nominatedNodeName") or "")
         else:
             self.nominator.add(current, nominated_node or "")
-        self.report_failure(current, reason, message, None if keep else nominated_node or "")
+        self.status_writes.report(current, reason, message, None if keep else nominated_node or "")
 
-    def report_failure(self, pod: Pod, reason: str, message: str, nominated: str | None) -> None:
-        """FailedScheduling event (queued, best effort) and, independently, the PodScheduled=False
-        condition (and nominatedNodeName: None leaves it, "" clears it).
+    # ---- the binding cycle ---------------------------------------------------------------
 
-        A refused or slow Event never holds back the condition: the recorder only queues here.
-        The status write runs as a task; a newer report of the same pod supersedes it, and a bind
-        of the pod first settles it (settle_status_report), so a stale report never lands after a
-        bind.
+    async def binding_cycle(self, placed: _Placement) -> None:
+        """WaitOnPermit → PreBind → Bind → PostBind, as an asyncio task per pod.
+
+        Every failure up to the Bind undoes the scheduling cycle (Unreserve in reverse order, forget
+        the assumed pod, wake pods the freed room may help, requeue through handle_failure). Once the
+        apiserver accepted the Binding nothing undoes it: PostBind and the Scheduled event run
+        outside the undo path and cannot fail it.
         """
-        previous = self._status_reports.get(pod.uid)
-        if previous is not None and previous.task is not None and not previous.task.done():
-            previous.superseded = True
-            if not previous.writing:
-                previous.task.cancel()
-                previous = previous.previous
-        else:
-            previous = None
-        report = _StatusReport(pod.uid, pod, reason, message, nominated, previous)
-        if previous is None:
-            self._record_failure_event(report)
-        self._status_reports[pod.uid] = report
-        task = asyncio.ensure_future(self._write_failure_status(report))
-        report.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        # Even a report cancelled before it ran (superseded, or settled by a bind) has its event.
-        task.add_done_callback(lambda _: self._record_failure_event(report))
-
-    async def settle_status_report(self, uid: str) -> None:
-        """Before the pod is bound: cancel its pending failure report, or wait for the request of
-        it already on the wire (its retries are dropped)."""
-        report = self._status_reports.pop(uid, None)
-        while report is not None:
-            report.superseded = True
-            if report.task is not None and not report.task.done():
-                if not report.writing:
-                    report.task.cancel()
-                await asyncio.wait([report.task])
-            report = report.previous
-
-    def _record_failure_event(self, report: _StatusReport) -> None:
-        """The FailedScheduling event, about the latest view of the pod: like kube-scheduler's (whose
-        status patch is synchronous), it regards the pod as the previous report left it."""
-        if report.event_recorded:
-            return
-        report.event_recorded = True
-        latest = self.pending_pods.get(report.uid)
-        pod = latest if latest is not None and not latest.node_name else report.pod
-        recorder = self.recorders.get(pod.scheduler_name)
-        if recorder is not None:
-            recorder.eventf(pod, None, WARNING, "FailedScheduling", "Scheduling", truncate_note(report.message))
-
-    async def _write_failure_status(self, report: _StatusReport) -> None:
+        fw, assumed, host, info = placed.fw, placed.assumed, placed.host, placed.info
+        metrics.child(metrics.goroutines, metrics.BINDING).inc()
         try:
-            if report.previous is not None and report.previous.task is not None:
-                # A write of this pod is on the wire: the event and the patch follow it.
-                await asyncio.wait([report.previous.task])
-                report.previous = None
-                self._record_failure_event(report)
-            await self._patch_failure_status(report)
-        finally:
-            if self._status_reports.get(report.uid) is report:
-                del self._status_reports[report.uid]
-
-    def _adopt_written(self, sent_from: Pod, written: Mapping[str, Any] | None) -> None:
-        """Take the pod the apiserver returned for our patch as the pending view while the informer
-        has not moved past the version the patch was made from: the next report then regards and
-        patches the pod as it is (kube-scheduler's synchronous patch gives it the same view)."""
-        latest = self.pending_pods.get(sent_from.uid)
-        if written is None or latest is None or latest.resource_version != sent_from.resource_version:
-            return
-        try:
-            self.pending_pods[sent_from.uid] = Pod.from_raw(written)
-        except InvalidObject:
-            return
-
-    async def _patch_failure_status(self, report: _StatusReport) -> None:
-        """kube's updatePod + PatchPodStatus: skip what the pod already says, retry transient errors.
-
-        Each try computes the patch from the informer's latest view of the pod and sends it with that
-        view's resourceVersion, so a pod bound (or changed) since gets a 409 instead of a stale
-        PodScheduled=False over its PodScheduled=True; the next try sees the newer view.
-        """
-        for attempt in range(PATCH_STATUS_TRIES):
-            if attempt:
-                delay = PATCH_STATUS_BACKOFF[attempt - 1]
-                await asyncio.sleep(delay + random.uniform(0, 0.1 * delay))
-            pod = self.pending_pods.get(report.uid, report.pod if attempt == 0 else None)
-            if pod is None or pod.node_name or report.superseded:
-                return  # deleted, bound, or a newer report / a bind took over
-            condition = pod_scheduled_condition(pod, report.reason, report.message, _now_rfc3339())
-            nominated = report.nominated
-            if nominated is not None and nominated == ((pod.raw.get("status") or {}).get("nominatedNodeName") or ""):
-                nominated = None
-            if condition is None and nominated is None:
+            if not await self._bind(placed):
                 return
-            async with self._writes:
-                if report.superseded:
-                    return
-                report.writing = True
-                try:
-                    written = await self.client.patch_pod_status(
-                        pod, condition, nominated, resource_version=pod.resource_version
-                    )
-                    self._adopt_written(pod, written)
-                    return
-                except ApiError as exc:
-                    if exc.not_found:
-                        return
-                    if not patch_retriable(exc) or attempt + 1 == PATCH_STATUS_TRIES:
-                        failures = self._status_failures.count(exc.status)
-                        if failures is not None:
-                            log.warning("updating pod condition failed", pod=pod.key, error=str(exc), failures=failures)
-                        return
-                finally:
-                    report.writing = False
+            self.cache.finish_binding(assumed)
+            self._observe(fw, "scheduled", placed.started)
+            metrics.pod_scheduling_attempts.observe(info.attempts)
+            if info.was_flushed_from_unschedulable:
+                metrics.pod_scheduled_after_flush.inc()
+            if info.initial_attempt_timestamp is not None:
+                metrics.child(
+                    metrics.pod_scheduling_sli_duration, "15+" if info.attempts >= 15 else str(info.attempts)
+                ).observe(time.monotonic() - info.initial_attempt_timestamp)
+            try:
+                fw.run_post_bind(placed.state, assumed, host)
+            except Exception as exc:
+                log.error("PostBind plugin failed", pod=assumed.key, node=host, error=str(exc))
+            log.debug("bound", pod=assumed.key, node=host)
+            self.recorders[fw.profile_name].eventf(
+                assumed, None, NORMAL, "Scheduled", "Binding", f"Successfully assigned {assumed.key} to {host}"
+            )
+        finally:
+            metrics.child(metrics.goroutines, metrics.BINDING).dec()
+            self.queue.done(assumed.uid)
+
+    async def _bind(self, placed: _Placement) -> bool:
+        """WaitOnPermit → PreBind → Bind; True once the apiserver accepted the Binding, else undone."""
+        fw, state, assumed, host = placed.fw, placed.state, placed.assumed, placed.host
+        try:
+            # A failure report of an earlier cycle must not land after this bind.
+            await self.status_writes.settle(assumed.uid)
+            status = await fw.wait_on_permit(assumed)
+            point = "WaitOnPermit"
+            if status is None:
+                point = "PreBind"
+                status = await fw.run_pre_bind(state, assumed, host)
+            if status is None and not self.may_write():
+                self._abandon(placed)
+                return False
+            if status is None:
+                point = "Bind"
+                status = await fw.run_bind(state, assumed, host)
+        except Exception as exc:  # the task must never die silently
+            log.error("binding cycle crashed", pod=assumed.key, node=host, error=str(exc), exc_info=True)
+            if self.cache.is_assumed(assumed.uid):
+                self._undo(placed, Status.as_error(exc))
+            return False
+        if status is None:
+            return True
+        metrics.child(metrics.binding_cycle_failures, point).inc()
+        self._undo(placed, status, waiting_rejected=point == "WaitOnPermit")
+        self._observe(fw, "unschedulable" if status.is_rejection else "error", placed.started)
+        return False
+
+    def _abandon(self, placed: _Placement) -> None:
+        """A deposed leader drops the pod without a write: no Bind, no requeue, no failure report."""
+        placed.fw.run_unreserve(placed.state, placed.assumed, placed.host)
+        if self.cache.is_assumed(placed.assumed.uid):
+            self.cache.forget_pod(placed.assumed)
+        log.info("not binding: no longer the leader", pod=placed.assumed.key, node=placed.host)
+
+    def _undo(self, placed: _Placement, status: Status, waiting_rejected: bool = False) -> None:
+        fw, assumed, host = placed.fw, placed.assumed, placed.host
+        fw.run_unreserve(placed.state, assumed, host)
+        if not self.cache.is_assumed(assumed.uid):
+            # The informer saw the pod bound (by someone else, or our Bind landed despite the error):
+            # the cache holds the real pod; nothing to forget, requeue or report.
+            log.info("binding failed; pod is bound meanwhile", pod=assumed.key, node=host, error=status.message)
+            return
+        self.cache.forget_pod(assumed)
+        log.info("binding failed", pod=assumed.key, node=host, error=status.message, code=status.code.name)
+        # Only a rejection at WaitOnPermit is a FitError (kube: Permit is the last point that may call a
+        # pod unschedulable); a rejecting PreBind/Bind status is reported as it is, with no rejecting plugin.
+        fit_error = FitError.single_node(assumed, host, status) if waiting_rejected and status.is_rejection else None
+        if not status.is_rejection:
+            self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE, assumed, None)
+            self.handle_failure(fw, placed.info, status, fit_error, None)
+            return
+        # As kube: the freed room wakes others only after the rejected pod is back in the queue, so the
+        # event is not replayed against the pod itself (it would skip the unschedulable pool).
+        self.handle_failure(fw, placed.info, status, fit_error, None)
+        self.queue.move_all_to_active_or_backoff(
+            ASSIGNED_POD_DELETE, assumed, None, pre_check=lambda pod: pod.uid != assumed.uid
+        )

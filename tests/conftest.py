@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from scheduler.testing.controlplane import ControlPlane
+from harness.controlplane import ControlPlane
 
 
 def api_client(plane: ControlPlane) -> Any:

@@ -8,10 +8,10 @@ CLUSTER_PY ?= .venv/bin/python
 .PHONY: cluster-up cluster-down cluster-status
 
 cluster-up: $(STAMP)
-	$(CLUSTER_PY) -m scheduler.testing.controlplane up --dir $(CLUSTER_DIR)
+	$(CLUSTER_PY) -m harness.controlplane up --dir $(CLUSTER_DIR)
 
 cluster-down:
-	$(CLUSTER_PY) -m scheduler.testing.controlplane down --dir $(CLUSTER_DIR)
+	$(CLUSTER_PY) -m harness.controlplane down --dir $(CLUSTER_DIR)
 
 cluster-status:
-	$(CLUSTER_PY) -m scheduler.testing.controlplane status --dir $(CLUSTER_DIR)
+	$(CLUSTER_PY) -m harness.controlplane status --dir $(CLUSTER_DIR)

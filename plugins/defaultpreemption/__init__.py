@@ -16,8 +16,10 @@ from typing import Any
 
 from plugins.defaultpreemption.candidates import Candidate, dry_run, first_error, num_candidates
 from plugins.defaultpreemption.executor import (
+    DEFAULT_EVICTION_TIMEOUT_SECONDS,
     EVICT,
     EVICT_THEN_DELETE,
+    MAX_EVICTION_TIMEOUT_SECONDS,
     VICTIM_REMOVAL_MODES,
     Executor,
     terminating_by_preemption,
@@ -33,6 +35,7 @@ from scheduler.framework.types import (
     Code,
     CycleState,
     Diagnosis,
+    EventObject,
     EventResource,
     FitError,
     NodeToStatus,
@@ -53,18 +56,33 @@ class PreemptionArgs:
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
     victim_removal: str = EVICT_THEN_DELETE
+    eviction_timeout_seconds: int = DEFAULT_EVICTION_TIMEOUT_SECONDS
 
 
 def parse_args(args: Mapping[str, Any]) -> PreemptionArgs:
-    """DefaultPreemptionArgs plus victimRemoval; errors name the field as kube's validation does."""
-    known = {"apiVersion", "kind", "minCandidateNodesPercentage", "minCandidateNodesAbsolute", "victimRemoval"}
+    """DefaultPreemptionArgs plus victimRemoval and evictionTimeoutSeconds; errors name the field as
+    kube's validation does."""
+    known = {
+        "apiVersion",
+        "kind",
+        "minCandidateNodesPercentage",
+        "minCandidateNodesAbsolute",
+        "victimRemoval",
+        "evictionTimeoutSeconds",
+    }
     unknown = set(args) - known
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
     percentage = args.get("minCandidateNodesPercentage", 10)
     absolute = args.get("minCandidateNodesAbsolute", 100)
     removal = args.get("victimRemoval", EVICT_THEN_DELETE)
-    for field, value in (("minCandidateNodesPercentage", percentage), ("minCandidateNodesAbsolute", absolute)):
+    eviction_timeout = args.get("evictionTimeoutSeconds", DEFAULT_EVICTION_TIMEOUT_SECONDS)
+    integers = (
+        ("minCandidateNodesPercentage", percentage),
+        ("minCandidateNodesAbsolute", absolute),
+        ("evictionTimeoutSeconds", eviction_timeout),
+    )
+    for field, value in integers:
         if not isinstance(value, int) or isinstance(value, bool):
             raise ValueError(f"{field}: Invalid value: {value!r}: must be an integer")
     if not 0 <= percentage <= 100:
@@ -79,10 +97,15 @@ def parse_args(args: Mapping[str, Any]) -> PreemptionArgs:
     if removal not in VICTIM_REMOVAL_MODES:
         supported = ", ".join(f'"{m}"' for m in VICTIM_REMOVAL_MODES)
         raise ValueError(f"victimRemoval: Unsupported value: {removal!r}: supported values: {supported}")
-    return PreemptionArgs(percentage, absolute, removal)
+    if not 0 <= eviction_timeout <= MAX_EVICTION_TIMEOUT_SECONDS:
+        raise ValueError(
+            f"evictionTimeoutSeconds: Invalid value: {eviction_timeout}: "
+            f"not in valid range [0, {MAX_EVICTION_TIMEOUT_SECONDS}]"
+        )
+    return PreemptionArgs(percentage, absolute, removal, eviction_timeout)
 
 
-def _skip_on_assigned_pod_delete(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _skip_on_assigned_pod_delete(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     # The plugins whose failure preemption resolves decide about requeueing, not this one.
     return QueueingHint.SKIP
 
@@ -93,7 +116,7 @@ class DefaultPreemption:
     def __init__(self, args: PreemptionArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
-        self.executor = Executor(handle, NAME, args.victim_removal)
+        self.executor = Executor(handle, NAME, args.victim_removal, args.eviction_timeout_seconds)
         self.rng = random.Random()
 
     # ---- PreEnqueue ----------------------------------------------------------------------

@@ -5,12 +5,20 @@ the node, then remove every victim that is not already terminating, in the way `
 says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; when the task ends it
 is activated again. Writes only through the ApiClient; never touches the snapshot or the queue
 except through the handle.
+
+Evictions a PodDisruptionBudget refuses are retried until one budget per preemption,
+`evictionTimeoutSeconds`, is spent — never sleeping past it, whatever Retry-After asks — and
+only in this task, so the scheduling loop and other pods' binds never wait for them. Each
+blocked victim is logged and reported to the preemptor once, and every eviction's outcome is
+counted in scheduler_preemption_evictions_total.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,10 +42,30 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 # How long a victim whose eviction was refused (429) counts as PDB-protected whatever the
 # informer says: the eviction API asks clients to come back after 10 s at most.
 REFUSAL_MEMORY_SECONDS = 10.0
+# How long refused evictions are retried before evict-then-delete deletes (evict gives up).
+# kube-scheduler deletes at once, and a victim's graceful termination (30 s by default) follows
+# either way; 5 s gives a budget that is briefly at zero (a replacement pod turning Ready, the
+# disruption controller catching up) a few retries, at a small cost to the preemptor.
+DEFAULT_EVICTION_TIMEOUT_SECONDS = 5
+# Beyond this the preemptor waits longer than kube's own flush of unschedulable pods (5 min);
+# more likely milliseconds were meant.
+MAX_EVICTION_TIMEOUT_SECONDS = 300
+# The pause between attempts when the refusal names no Retry-After (the budget's status says no
+# disruption is allowed now); each attempt is one cheap POST.
+EVICTION_RETRY_SECONDS = 1.0
+# Event on the preemptor when a victim's eviction is refused by a PodDisruptionBudget.
+EVICTION_BLOCKED = "EvictionBlocked"
+# scheduler_preemption_evictions_total{result}
+EVICTED = "evicted"
+BLOCKED_BY_PDB = "blocked_by_pdb"
+DELETED_AFTER_BUDGET = "deleted_after_budget"
+EVICTION_ERROR = "error"
+# The apiserver's DisruptionBudget causes all start "The disruption budget <name> ...".
+_PDB_NAME = re.compile(r"disruption budget (\S+)")
 
 
 class EvictionRefused(Exception):
-    """The apiserver refused an eviction (429): a PodDisruptionBudget does not allow it now."""
+    """A PodDisruptionBudget still refused the eviction when the eviction budget ran out."""
 
 
 def terminating_by_preemption(pod: Pod) -> bool:
@@ -50,11 +78,29 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return False
 
 
+def blocking_pdb(namespace: str, cause: str) -> str:
+    """`namespace/name` of the PDB a DisruptionBudget cause names (a PDB covers pods of its own
+    namespace); the whole cause if it names none."""
+    found = _PDB_NAME.search(cause)
+    return f"{namespace}/{found.group(1).rstrip('.')}" if found else cause
+
+
 class Executor:
-    def __init__(self, handle: Handle, plugin_name: str, victim_removal: str) -> None:
+    def __init__(
+        self,
+        handle: Handle,
+        plugin_name: str,
+        victim_removal: str,
+        eviction_timeout: float = DEFAULT_EVICTION_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.handle = handle
         self.plugin_name = plugin_name
         self.victim_removal = victim_removal
+        self.eviction_timeout = eviction_timeout
+        self.clock = clock
+        self.sleep = sleep
         self.preempting: set[str] = set()
         self._refused: dict[str, float] = {}
 
@@ -63,7 +109,7 @@ class Executor:
 
     def refused(self) -> set[str]:
         """Victims whose eviction was refused lately (kept REFUSAL_MEMORY_SECONDS)."""
-        now = time.monotonic()
+        now = self.clock()
         for uid in [u for u, until in self._refused.items() if until <= now]:
             del self._refused[uid]
         return set(self._refused)
@@ -79,6 +125,7 @@ class Executor:
 
     async def _run(self, candidate: Candidate, preemptor: Pod, victims: list[Pod]) -> None:
         started = time.perf_counter()
+        deadline = self.clock() + self.eviction_timeout
         result = "success"
         try:
             lower = [p for p in self.handle.nominator.pods_for_node(candidate.node) if p.priority < preemptor.priority]
@@ -87,7 +134,7 @@ class Executor:
                     log.warning("clearing a lower-priority nomination failed", node=candidate.node, error=str(outcome))
                     result = "error"
             outcomes = await asyncio.gather(
-                *(self._preempt(candidate, preemptor, v) for v in victims), return_exceptions=True
+                *(self._preempt(candidate, preemptor, v, deadline) for v in victims), return_exceptions=True
             )
             for victim, outcome in zip(victims, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
@@ -122,14 +169,14 @@ class Executor:
             if not exc.not_found:
                 raise
 
-    async def _preempt(self, candidate: Candidate, preemptor: Pod, victim: Pod) -> None:
+    async def _preempt(self, candidate: Candidate, preemptor: Pod, victim: Pod, deadline: float) -> None:
         message = f"Preempted by pod {preemptor.uid} on node {candidate.node}"
         if self.handle.reject_waiting_pod(victim.uid, self.plugin_name, "preempted"):
             message += " (in kube-scheduler memory)."
         elif self.victim_removal == DELETE:
             if not await self._delete(victim, preemptor):
                 return
-        elif not await self._evict(candidate, victim, preemptor):
+        elif not await self._evict(candidate, victim, preemptor, deadline):
             return
         self.handle.event_recorder(preemptor.scheduler_name).eventf(
             victim, preemptor, "Normal", "Preempted", "Preempting", message
@@ -147,31 +194,97 @@ class Executor:
             raise
         return True
 
-    async def _evict(self, candidate: Candidate, victim: Pod, preemptor: Pod) -> bool:
+    async def _evict(self, candidate: Candidate, victim: Pod, preemptor: Pod, deadline: float) -> bool:
         """Through the Eviction subresource, so PodDisruptionBudgets hold. False when gone.
 
-        In evict-then-delete mode a refused victim is deleted after all if the dry run already
-        counted it as a violation: kube-scheduler would have deleted it knowing that.
+        Refused evictions are retried until `deadline`. In evict-then-delete mode a victim still
+        refused then is deleted after all if the dry run already counted it as a violation:
+        kube-scheduler would have deleted it knowing that. Otherwise EvictionRefused.
         """
-        client = self.handle.client
         try:
-            await client.evict_pod(victim)
+            refusal = await self._evict_until(candidate, victim, preemptor, deadline)
         except ApiError as exc:
             if exc.not_found:
                 return False
-            if not exc.too_many_requests:
+            metrics.preemption_evictions.labels(EVICTION_ERROR).inc()
+            raise
+        if refusal is None:
+            metrics.preemption_evictions.labels(EVICTED).inc()
+            try:
+                # The eviction wrote DisruptionTarget with its own reason; say it was preemption.
+                await self.handle.client.patch_pod_status(victim, _disruption_target(preemptor), None)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("marking an evicted victim failed", victim=victim.key, error=str(exc))
+            return True
+        if self.victim_removal == EVICT_THEN_DELETE and victim.uid in candidate.victims.violating:
+            log.warning(
+                "eviction budget spent; deleting the victim",
+                preemptor=preemptor.key,
+                victim=victim.key,
+                pdb=blocking_pdb(victim.namespace, refusal),
+                eviction_timeout_seconds=self.eviction_timeout,
+            )
+            try:
+                deleted = await self._delete(victim, preemptor)
+            except ApiError:
+                metrics.preemption_evictions.labels(EVICTION_ERROR).inc()
                 raise
-            if self.victim_removal == EVICT_THEN_DELETE and victim.uid in candidate.victims.violating:
-                return await self._delete(victim, preemptor)
-            self._refused[victim.uid] = time.monotonic() + REFUSAL_MEMORY_SECONDS
-            raise EvictionRefused(f"eviction of {victim.key} refused: {exc.message}") from exc
-        try:
-            # The eviction wrote DisruptionTarget with its own reason; say it was preemption.
-            await client.patch_pod_status(victim, _disruption_target(preemptor), None)
-        except ApiError as exc:
-            if not exc.not_found:
-                log.warning("marking an evicted victim failed", victim=victim.key, error=str(exc))
-        return True
+            if deleted:
+                metrics.preemption_evictions.labels(DELETED_AFTER_BUDGET).inc()
+            return deleted
+        metrics.preemption_evictions.labels(BLOCKED_BY_PDB).inc()
+        self._refused[victim.uid] = self.clock() + REFUSAL_MEMORY_SECONDS
+        raise EvictionRefused(f"eviction of {victim.key} refused: {refusal}")
+
+    async def _evict_until(self, candidate: Candidate, victim: Pod, preemptor: Pod, deadline: float) -> str | None:
+        """Evict, retrying refusals until `deadline`: None once evicted, else the last PDB refusal.
+
+        A refusal's Retry-After is honoured only as far as the deadline; a wait the server asks for
+        without a PDB behind it (overload) is retried the same way, and raised if it outlasts it.
+        """
+        reported = False
+        while True:
+            try:
+                await self.handle.client.evict_pod(victim)
+                return None
+            except ApiError as exc:
+                cause = exc.disruption_budget
+                if cause is None and exc.retry_after is None:
+                    raise
+                if cause is not None and not reported:
+                    reported = True
+                    self._report_blocked(candidate, victim, preemptor, cause)
+                left = deadline - self.clock()
+                if left <= 0:
+                    if cause is None:
+                        raise
+                    return cause
+                pause = exc.retry_after if exc.retry_after else EVICTION_RETRY_SECONDS
+                await self.sleep(min(pause, left))
+
+    def _report_blocked(self, candidate: Candidate, victim: Pod, preemptor: Pod, cause: str) -> None:
+        """Once per victim and preemption: a log line and an event on the preemptor naming the PDB."""
+        pdb = blocking_pdb(victim.namespace, cause)
+        deletes = self.victim_removal == EVICT_THEN_DELETE and victim.uid in candidate.victims.violating
+        then = "deleting it" if deletes else f"giving up on node {candidate.node}"
+        log.warning(
+            "eviction of a preemption victim blocked by a PodDisruptionBudget",
+            preemptor=preemptor.key,
+            victim=victim.key,
+            pdb=pdb,
+            node=candidate.node,
+            cause=cause,
+            eviction_timeout_seconds=self.eviction_timeout,
+            then=then,
+        )
+        note = (
+            f"Eviction of victim {victim.key} blocked by PodDisruptionBudget {pdb}: {cause.rstrip('.')}; "
+            f"retrying for up to {self.eviction_timeout:g}s (evictionTimeoutSeconds), then {then}"
+        )
+        self.handle.event_recorder(preemptor.scheduler_name).eventf(
+            preemptor, victim, "Warning", EVICTION_BLOCKED, "Preempting", note
+        )
 
 
 def _disruption_target(preemptor: Pod) -> dict[str, Any]:

@@ -70,6 +70,13 @@ class PodTerms:
     preferred_affinity: tuple[WeightedTerm, ...] = ()
     preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
 
+    @property
+    def selects_namespaces(self) -> bool:
+        """Whether some term has a namespaceSelector: its namespaces change with the cluster's."""
+        every = (*self.required_affinity, *self.required_anti_affinity)
+        every += tuple(w.term for w in (*self.preferred_affinity, *self.preferred_anti_affinity))
+        return any(not t.namespace_selector.nothing for t in every)
+
     def with_namespaces_resolved(self, namespaces: NamespaceLister) -> PodTerms:
         def weighted(terms: Iterable[WeightedTerm]) -> tuple[WeightedTerm, ...]:
             return tuple(WeightedTerm(w.term.with_namespaces_resolved(namespaces), w.weight) for w in terms)

@@ -9,12 +9,11 @@ matches; NormalizeScore scales by the best node.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_batch, default_normalize_score, unexpected_objects
+from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -24,6 +23,7 @@ from scheduler.framework.types import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -176,10 +176,12 @@ class NodeAffinity:
         return None
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
-        # Pods with the same selector and required terms share one evaluation per node change.
-        signature = json.dumps([pod.spec.get("nodeSelector"), pod_node_affinity(pod).get(_REQUIRED)], sort_keys=True)
+        # Pods with the same selector and required terms share one evaluation per node change; the
+        # key is all the verdict reads (with the enforced affinity, which differs by profile).
+        pre = state.get(PRE_FILTER_KEY)
+        required = pre.required if pre is not None else required_node_affinity(pod)
         return table.node_mask(
-            (NAME, id(self), signature), lambda node: self.filter(state, pod, NodeInfo(node)) is None
+            (NAME, self.added_required, required), lambda node: self.filter(state, pod, NodeInfo(node)) is None
         )
 
     # ---- PreScore / Score --------------------------------------------------------------
@@ -210,9 +212,12 @@ class NodeAffinity:
         return total, None
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
-        preferred = pod_node_affinity(pod).get(_PREFERRED)
-        signature = json.dumps(preferred, sort_keys=True)
-        values = table.node_values((NAME, id(self), signature), lambda node: self.score(state, pod, NodeInfo(node))[0])
+        pre = state.get(PRE_SCORE_KEY)
+        if pre is None:
+            return None  # no PreScore state: the per-node form says why
+        # Keyed, as filter_batch, by all the score reads: the pod's preferred terms and the added ones.
+        key = (NAME, self.added_preferred, pre.preferred)
+        values = table.node_values(key, lambda node: self.score(state, pod, NodeInfo(node))[0])
         return values[rows]
 
     def score_extensions(self) -> NodeAffinity:
@@ -234,10 +239,12 @@ class NodeAffinity:
             )
         ]
 
-    def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _node_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A node was added that matches, or changed from not matching to matching."""
-        if unexpected_objects(Node, old, new):
+        objects = event_objects(Node, old, new)
+        if objects is None:
             return QueueingHint.QUEUE
+        old, new = objects
         if self.added_required is not None and not self.added_required.matches(new):
             return QueueingHint.SKIP
         required = required_node_affinity(pod)

@@ -8,6 +8,10 @@ out, towards 50 when it skews it. Requests are the real ones (no 100m/200Mi defa
 containers that ask for nothing; pod-level resources and in-place resize status count). A
 pod that asks for none of the configured resources is skipped at PreScore, so this plugin
 adds nothing for it.
+
+Sums wrap as kube's int64 sums do. A fraction below 0 (only a wrapped sum or kube's count of an
+allocatable beyond int64 is negative) counts as 0: in kube it drives the score out of [0, 100] and
+the framework then fails the cycle of every pod that scores the node.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from plugins.helper.resource_allocation import allocatable_and_requested
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from scheduler.model.objects import CPU, MEMORY, Pod
+from scheduler.model.quantity import go_add
 from scheduler.model.selectors import aggregate
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -57,20 +63,6 @@ def parse_args(args: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _is_scalar(name: str) -> bool:
-    """Extended, hugepages, attachable-volume and kubernetes.io/-prefixed resources."""
-    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
-
-
-def _allocatable_and_allocated(node_info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
-    """(allocatable, node's requested without the pod) for one resource; (0, 0) leaves it out."""
-    if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
-        return node_info.allocatable.get(name), node_info.requested.get(name)
-    if not _is_scalar(name) or pod_request == 0 or name not in node_info.allocatable.scalar:
-        return 0, 0
-    return node_info.allocatable.scalar[name], node_info.requested.scalar.get(name, 0)
-
-
 def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
     """The 1.37 score: how much the pod improves the node's balance, in [50, 100]."""
     with_pod = balanced_score(requested, allocatable)
@@ -80,7 +72,9 @@ def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int],
 
 def balanced_score(requested: Sequence[int], allocatable: Sequence[int]) -> int:
     fractions = [
-        min(float(req) / float(alloc), 1.0) for req, alloc in zip(requested, allocatable, strict=True) if alloc != 0
+        min(max(float(req) / float(alloc), 0.0), 1.0)
+        for req, alloc in zip(requested, allocatable, strict=True)
+        if alloc != 0
     ]
     std = 0.0
     if len(fractions) == 2:
@@ -133,10 +127,10 @@ class NodeResourcesBalancedAllocation:
         allocated: list[int] = []
         requested: list[int] = []
         for name, pod_request in zip(self.resources, requests, strict=True):
-            alloc, used = _allocatable_and_allocated(node_info, name, pod_request)
+            alloc, used = allocatable_and_requested(node_info, name, pod_request, non_zero=False)
             allocatable.append(alloc)
             allocated.append(used if alloc else 0)
-            requested.append(used + pod_request if alloc else 0)
+            requested.append(go_add(used, pod_request) if alloc else 0)
         return balanced_resource_scorer(requested, allocated, allocatable), None
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
@@ -149,9 +143,12 @@ class NodeResourcesBalancedAllocation:
         both = (cpu_alloc != 0) & (mem_alloc != 0)
         cpu_used, mem_used = table.req_cpu[rows], table.req_mem[rows]
 
+        cpu_divisor = np.where(cpu_alloc == 0, 1, cpu_alloc)
+        mem_divisor = np.where(mem_alloc == 0, 1, mem_alloc)
+
         def balance(cpu: IntArray, mem: IntArray) -> IntArray:
-            cpu_frac = np.minimum(cpu / np.maximum(cpu_alloc, 1), 1.0)
-            mem_frac = np.minimum(mem / np.maximum(mem_alloc, 1), 1.0)
+            cpu_frac = np.clip(cpu / cpu_divisor, 0.0, 1.0)
+            mem_frac = np.clip(mem / mem_divisor, 0.0, 1.0)
             # With fewer than two resources on a node the deviation is 0 and the balance 100.
             std = np.where(both, np.abs((cpu_frac - mem_frac) / 2), 0.0)
             result: IntArray = ((1 - std) * MAX_NODE_SCORE).astype(np.int64)

@@ -1,50 +1,52 @@
 """NodeResourcesFit: does the node have room for the pod's requests; how full would it be.
 
-Filter compares the pod's effective requests (containers, sidecars, init peak, overhead)
-with allocatable minus what the node's pods request. Score ranks nodes by the configured
-strategy (LeastAllocated by default, MostAllocated, RequestedToCapacityRatio).
+The adapter: args, the extension-point methods and the queueing hints. PreFilter and Filter are
+filtering.py's (kube's fit.go), PreScore and Score with the LeastAllocated, MostAllocated and
+RequestedToCapacityRatio strategies resource_allocation.py's (kube's resource_allocation.go and one
+file per strategy).
+
+Arithmetic is kube's: int64 sums and products that wrap, divisions that truncate. Where that
+gives a node a score outside [0, 100] (a node offering 1e14 cpu or 100P memory overflows
+(capacity - requested) * 100), kube's framework fails the whole cycle of every pod that scores
+the node; here that node's score is clamped into range instead, so it only moves itself. A pod
+whose own requests are beyond int64 is rejected at PreFilter, naming the field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from plugins.helper import unexpected_objects
+from plugins.helper import event_objects
+from plugins.helper.resource_allocation import is_scalar_resource
+from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
+from plugins.noderesourcesfit.filtering import NAME as NAME
+from plugins.noderesourcesfit.filtering import filter_batch, filter_node, pre_filter
+from plugins.noderesourcesfit.filtering import fits as fits
+from plugins.noderesourcesfit.resource_allocation import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    STRATEGIES,
+    ResourceAllocationScorer,
+)
+from plugins.noderesourcesfit.resource_allocation import ResourceSpec as ResourceSpec
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
-    MAX_NODE_SCORE,
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
     QueueingHint,
-    StateKey,
     Status,
 )
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod, Resource
-
-NAME = "NodeResourcesFit"
-
-LEAST_ALLOCATED = "LeastAllocated"
-MOST_ALLOCATED = "MostAllocated"
-REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
-MAX_UTILIZATION = 100
-MAX_CUSTOM_SCORE = 10
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSpec:
-    name: str
-    weight: int
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Node, Pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,7 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
     strategy = args.get("scoringStrategy") or {}
     kind = strategy.get("type") or LEAST_ALLOCATED
-    if kind not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
+    if kind not in STRATEGIES:
         raise ValueError(
             f"scoringStrategy.type: Unsupported value: {kind!r}: supported values: "
             f'"{LEAST_ALLOCATED}", "{MOST_ALLOCATED}", "{REQUESTED_TO_CAPACITY_RATIO}"'
@@ -106,246 +108,39 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _PreFilterState:
-    requests: Resource
-
-    def clone(self) -> _PreFilterState:
-        return self
-
-
-@dataclass(frozen=True, slots=True)
-class _PreScoreState:
-    requests: tuple[int, ...]  # per configured resource, non-zero defaults for cpu/memory
-
-    def clone(self) -> _PreScoreState:
-        return self
-
-
-PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
-PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
-
-
-def _is_extended(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: qualified, and not in any *kubernetes.io/ namespace."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def _is_scalar(name: str) -> bool:
-    """schedutil.IsScalarResourceName: extended, hugepages, *kubernetes.io/-prefixed, attachable volumes."""
-    return _is_extended(name) or name.startswith(("hugepages-", "attachable-volumes-")) or "kubernetes.io/" in name
-
-
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division, which truncates toward zero (Python's // floors)."""
-    quotient = abs(a) // abs(b)
-    return quotient if (a >= 0) == (b > 0) else -quotient
-
-
-def insufficient_resources(
-    requests: Resource,
-    node_info: NodeInfo,
-    ignored: frozenset[str] = frozenset(),
-    ignored_groups: frozenset[str] = frozenset(),
-) -> list[tuple[str, bool]]:
-    """(reason, unresolvable) for every resource the node lacks for these requests."""
-    alloc = node_info.allocatable
-    used = node_info.requested
-    out: list[tuple[str, bool]] = []
-    if len(node_info.pods) + 1 > alloc.allowed_pods:
-        out.append(("Too many pods", False))
-    if requests.is_zero():
-        return out
-    if requests.milli_cpu > 0 and requests.milli_cpu > alloc.milli_cpu - used.milli_cpu:
-        out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
-    if requests.memory > 0 and requests.memory > alloc.memory - used.memory:
-        out.append(("Insufficient memory", requests.memory > alloc.memory))
-    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
-        out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
-    for name, amount in requests.scalar.items():
-        if amount == 0:
-            continue
-        if _is_extended(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
-            continue
-        capacity = alloc.scalar.get(name, 0)
-        if amount > capacity - used.scalar.get(name, 0):
-            out.append((f"Insufficient {name}", amount > capacity))
-    return out
-
-
-def fits(pod: Pod, node: Node) -> bool:
-    """Would the pod fit on this node if it were empty (used by queueing hints)."""
-    info = NodeInfo(node)
-    return not insufficient_resources(pod.fit_requests, info)
-
-
-def _least(requested: int, capacity: int) -> int:
-    if capacity == 0 or requested > capacity:
-        return 0
-    return (capacity - requested) * MAX_NODE_SCORE // capacity
-
-
-def _most(requested: int, capacity: int) -> int:
-    if capacity == 0:
-        return 0
-    return min(requested, capacity) * MAX_NODE_SCORE // capacity
-
-
-def broken_linear(scaled: Sequence[tuple[int, int]]) -> Callable[[int], int]:
-    """helper.BuildBrokenLinearFunction: piecewise-linear utilisation -> score over (utilization, score) points."""
-
-    def fn(utilization: int) -> int:
-        for i, (u, s) in enumerate(scaled):
-            if utilization <= u:
-                if i == 0:
-                    return s
-                pu, ps = scaled[i - 1]
-                return ps + _go_div((s - ps) * (utilization - pu), u - pu)
-        return scaled[-1][1]
-
-    return fn
-
-
 class NodeResourcesFit:
     name = NAME
 
     def __init__(self, args: FitArgs) -> None:
         self.args = args
-        self._weights = [r.weight for r in args.resources]
-        self._cpu_memory_only = all(r.name in (CPU, MEMORY) for r in args.resources)
-        self._ratio = args.strategy == REQUESTED_TO_CAPACITY_RATIO
-        self._ratio_table: IntArray = np.zeros(MAX_UTILIZATION + 1, np.int64)
-        if args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            # Shape scores are 0..10; the scheduler's scores 0..100.
-            ratio = broken_linear([(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in args.shape])
-            self._ratio_table = np.array([ratio(u) for u in range(MAX_UTILIZATION + 1)], np.int64)
-
-            def per_resource(requested: int, capacity: int) -> int:
-                if capacity == 0 or requested > capacity:
-                    return ratio(MAX_UTILIZATION)
-                return ratio(requested * MAX_UTILIZATION // capacity)
-
-            self._per_resource = per_resource
-        else:
-            self._per_resource = _least if args.strategy == LEAST_ALLOCATED else _most
+        self._scorer = ResourceAllocationScorer(args.strategy, args.resources, args.shape)
 
     # ---- PreFilter / Filter ------------------------------------------------------------
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        state.write(PRE_FILTER_KEY, _PreFilterState(pod.fit_requests))
-        return None, None
+        return pre_filter(state, pod)
 
     def pre_filter_extensions(self) -> None:
         return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        pre = state.get(PRE_FILTER_KEY)
-        requests = pre.requests if pre is not None else pod.fit_requests
-        missing = insufficient_resources(
-            requests, node_info, self.args.ignored_resources, self.args.ignored_resource_groups
-        )
-        if not missing:
-            return None
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
-        return Status(code, tuple(r for r, _ in missing), plugin=NAME)
+        return filter_node(state, pod, node_info, self.args.ignored_resources, self.args.ignored_resource_groups)
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
-        pre = state.get(PRE_FILTER_KEY)
-        requests = pre.requests if pre is not None else pod.fit_requests
-        if any(requests.scalar.values()):
-            return None  # extended resources: the per-node form handles them
-        mask: BoolArray = table.pod_count < table.alloc_pods
-        if requests.is_zero():
-            return mask
-        if requests.milli_cpu > 0:
-            mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
-        if requests.memory > 0:
-            mask &= requests.memory <= table.alloc_mem - table.req_mem
-        if requests.ephemeral_storage > 0:
-            mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
-        return mask
+        return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------
 
-    def _pod_request(self, pod: Pod, resource: str) -> int:
-        return pod.fit_scoring_request(resource)
-
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        state.write(PRE_SCORE_KEY, _PreScoreState(tuple(self._pod_request(pod, r.name) for r in self.args.resources)))
-        return None
+        return self._scorer.pre_score(state, pod, nodes)
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
-        pre = state.get(PRE_SCORE_KEY)
-        requests = (
-            pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
-        )
-        alloc = node_info.allocatable
-        total = weight_sum = 0
-        for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
-            name = spec.name
-            if name == CPU:
-                capacity, requested = alloc.milli_cpu, node_info.non_zero_milli_cpu + pod_request
-            elif name == MEMORY:
-                capacity, requested = alloc.memory, node_info.non_zero_memory + pod_request
-            elif name == EPHEMERAL_STORAGE:
-                capacity, requested = alloc.ephemeral_storage, node_info.requested.ephemeral_storage + pod_request
-            else:
-                if pod_request == 0 and _is_scalar(name):
-                    continue  # an extended resource the pod does not ask for is not scored
-                # Anything else only counts as a scalar resource the node offers ("pods" does not).
-                capacity = alloc.scalar.get(name, 0)
-                requested = node_info.requested.scalar.get(name, 0) + pod_request
-            if capacity == 0:
-                continue
-            resource_score = self._per_resource(requested, capacity)
-            if self._ratio and resource_score <= 0:
-                continue  # RequestedToCapacityRatio averages only the resources that scored
-            total += resource_score * weight
-            weight_sum += weight
-        if weight_sum == 0:
-            return 0, None
-        if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            # Go's math.Round: halves round away from zero (Python's round() would go to even).
-            return (2 * total + weight_sum) // (2 * weight_sum), None
-        return total // weight_sum, None
+        return self._scorer.score(state, pod, node_info)
 
     def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
-        if not self._cpu_memory_only:
-            return None
-        pre = state.get(PRE_SCORE_KEY)
-        requests = (
-            pre.requests if pre is not None else tuple(self._pod_request(pod, r.name) for r in self.args.resources)
-        )
-        total = np.zeros(len(rows), np.int64)
-        weight_sum = np.zeros(len(rows), np.int64)
-        for spec, weight, pod_request in zip(self.args.resources, self._weights, requests, strict=True):
-            if spec.name == CPU:
-                capacity, requested = table.alloc_cpu[rows], table.nz_cpu[rows] + pod_request
-            else:
-                capacity, requested = table.alloc_mem[rows], table.nz_mem[rows] + pod_request
-            present = capacity != 0
-            resource_score = self._per_resource_batch(requested, capacity)
-            if self._ratio:
-                present &= resource_score > 0
-            total += np.where(present, resource_score, 0) * weight
-            weight_sum += present * weight
-        safe = np.maximum(weight_sum, 1)
-        if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            result = (2 * total + safe) // (2 * safe)
-        else:
-            result = total // safe
-        return np.where(weight_sum == 0, 0, result)
-
-    def _per_resource_batch(self, requested: IntArray, capacity: IntArray) -> IntArray:
-        safe = np.maximum(capacity, 1)
-        if self.args.strategy == LEAST_ALLOCATED:
-            return np.where(requested > capacity, 0, (capacity - requested) * MAX_NODE_SCORE // safe)
-        if self.args.strategy == MOST_ALLOCATED:
-            return np.minimum(requested, capacity) * MAX_NODE_SCORE // safe
-        utilization = np.where(requested > capacity, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
-        return self._ratio_table[utilization]
+        return self._scorer.score_batch(state, pod, table, rows)
 
     def score_extensions(self) -> None:
         return None
@@ -366,14 +161,20 @@ class NodeResourcesFit:
         ]
 
 
-def _pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_freed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """An assigned (or nominated) pod was deleted, finished, or shrank in something this pod asks for."""
+    if pod.fit_out_of_range:
+        return QueueingHint.SKIP  # only the pod's own update can bring its request within int64
     if new is None:  # deleted
         if not isinstance(old, Pod):
             return QueueingHint.QUEUE
         nominated = (old.raw.get("status") or {}).get("nominatedNodeName")
         return QueueingHint.QUEUE if old.node_name or nominated else QueueingHint.SKIP
-    if unexpected_objects(Pod, old, new) or old is None:
+    objects = event_objects(Pod, old, new)
+    if objects is None:
+        return QueueingHint.QUEUE
+    old, new = objects
+    if old is None:
         return QueueingHint.QUEUE
     if new.terminal:  # the cache lets a finished pod go as if it were deleted
         return QueueingHint.QUEUE
@@ -389,13 +190,13 @@ def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
         if wanted.get(name) > 0 and old.requests.get(name) > new.requests.get(name):
             return True
     return any(
-        amount > 0 and _is_scalar(name) and old.requests.scalar.get(name, 0) > new.requests.scalar.get(name, 0)
+        amount > 0 and is_scalar_resource(name) and old.requests.scalar.get(name, 0) > new.requests.scalar.get(name, 0)
         for name, amount in wanted.scalar.items()
     )
 
 
-def _node_grew(pod: Pod, old: Any, new: Any) -> QueueingHint:
-    if not isinstance(new, Node):
+def _node_grew(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
+    if not isinstance(new, Node) or pod.fit_out_of_range:
         return QueueingHint.SKIP
     if old is None:
         return QueueingHint.QUEUE if fits(pod, new) else QueueingHint.SKIP

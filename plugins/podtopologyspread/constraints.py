@@ -101,20 +101,19 @@ def count_matching(pods: Iterable[Pod], selector: LabelSelector, namespace: str)
     return sum(1 for p in pods if p.namespace == namespace and not p.deleting and selector.matches(p.labels))
 
 
+@dataclass(frozen=True, slots=True)
 class NodeEligibility:
     """Whether nodes match the pod's required node affinity and tolerate its taints, computed once per node.
 
     Parse errors in the pod's node affinity make a term match nothing, as upstream ignores them here.
+    Equal (and hashed) by exactly what it reads of the pod, so caches can key on it.
     """
 
-    __slots__ = ("_affinity", "_tolerations")
-
-    def __init__(self, affinity: RequiredNodeAffinity, tolerations: Sequence[Toleration]) -> None:
-        self._affinity = affinity
-        self._tolerations = tolerations
+    affinity: RequiredNodeAffinity
+    tolerations: tuple[Toleration, ...]
 
     def tolerates(self, node: Node) -> bool:
-        return find_untolerated_taint(node.taints, self._tolerations, is_do_not_schedule) is None
+        return find_untolerated_taint(node.taints, self.tolerations, is_do_not_schedule) is None
 
     def counted_indices(self, constraints: Sequence[SpreadConstraint], node: Node) -> list[int]:
         """Indices of the constraints this node takes part in (each node check done at most once)."""
@@ -123,7 +122,7 @@ class NodeEligibility:
         indices: list[int] = []
         for i, c in enumerate(constraints):
             if c.node_affinity_policy == HONOR and affinity_ok is None:
-                affinity_ok = self._affinity.matches(node)
+                affinity_ok = self.affinity.matches(node)
             if c.node_taints_policy == HONOR and taints_ok is None:
                 taints_ok = self.tolerates(node)
             if c.counts_node(affinity_ok is not False, taints_ok is not False):

@@ -1,6 +1,7 @@
 """VolumeBinding: place pods where their PersistentVolumeClaims can be bound, and bind them.
 
-The adapter (extension points, args, queueing hints); the domain core is binder.py. PreFilter
+The adapter (extension points, args, queueing hints); the domain core is binder.py, the Score
+arithmetic scoring.py (as kube's volume_binding.go, binder.go, scorer.go). PreFilter
 rejects pods whose claims are missing, lost, being deleted, or unbound with Immediate binding;
 Filter checks bound claims' PV node affinity and finds PVs or provisioning for unbound
 WaitForFirstConsumer claims per node; Reserve assumes the node's choice; PreBind writes it and
@@ -16,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from plugins.noderesourcesfit import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
+from plugins.helper import api_hint
+from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
 from plugins.volumebinding.binder import (
     UNBOUND_IMMEDIATE,
     BinderError,
@@ -25,12 +27,13 @@ from plugins.volumebinding.binder import (
     VolumeBinder,
     volume_limit,
 )
+from plugins.volumebinding.scoring import build_scorer
 from scheduler.api.client import ApiError
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
-    MAX_NODE_SCORE,
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -44,16 +47,13 @@ from scheduler.framework.types import (
 )
 from scheduler.model.csi_translation import MIGRATED_PLUGINS_ANNOTATION
 from scheduler.model.objects import Node, Pod
-from scheduler.model.quantity import parse_quantity
 from scheduler.model.volumes import (
     annotations_of,
-    claim_request,
     meta,
     name_of,
     pod_claim_names,
     pod_volumes,
     spec,
-    volume_capacity,
 )
 
 NAME = "VolumeBinding"
@@ -123,10 +123,10 @@ class VolumeBinding:
             float(args.bind_timeout_seconds),
             self._pod_exists,
         )
-        self._shape_score = broken_linear([(u, s * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE)) for u, s in args.shape])
+        self._score = build_scorer(args.shape)
 
     def _pod_exists(self, pod: Pod) -> bool:
-        return self.handle.pod_exists(pod)  # the scheduler sets it after the plugins are built
+        return self.handle.pod_exists(pod)  # read at each call: the scheduler wires it after the plugins are built
 
     def _node(self, name: str) -> Node | None:
         info = self.handle.snapshot.get(name)
@@ -205,29 +205,7 @@ class VolumeBinding:
         volumes = data.volumes_by_node.get(node_info.name) if data is not None else None
         if volumes is None:
             return 0, None
-        # storage class -> [requested, capacity]
-        by_class: dict[str, list[int]] = {}
-        if volumes.static_bindings:
-            for binding in volumes.static_bindings:
-                entry = by_class.setdefault(str(spec(binding.pv).get("storageClassName") or ""), [0, 0])
-                entry[0] += int(claim_request(binding.pvc))
-                entry[1] += int(volume_capacity(binding.pv))
-        else:
-            for provision in volumes.dynamic_provisions:
-                if provision.node_capacity is None:
-                    continue
-                entry = by_class.setdefault(str(spec(provision.pvc).get("storageClassName") or ""), [0, 0])
-                entry[1] = int(volume_limit_capacity(provision.node_capacity))
-                entry[0] += int(claim_request(provision.pvc))
-        if not by_class:
-            return 0, None
-        total = 0
-        for requested, capacity in by_class.values():
-            if capacity == 0 or requested > capacity:
-                total += self._shape_score(MAX_UTILIZATION)
-            else:
-                total += self._shape_score(requested * MAX_UTILIZATION // capacity)
-        return int(total / len(by_class) + 0.5), None
+        return self._score(volumes), None
 
     def score_extensions(self) -> None:
         return None
@@ -286,13 +264,8 @@ class VolumeBinding:
         ]
 
 
-def volume_limit_capacity(capacity: Mapping[str, Any]) -> int:
-    """CSIStorageCapacity.capacity in bytes (Score reads the capacity, not the volume limit)."""
-    value = capacity.get("capacity")
-    return int(parse_quantity(value)) if value is not None else 0
-
-
-def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_claim_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
     if any(name == name_of(new) for name, _ in pod_claim_names(pod)):
@@ -300,7 +273,8 @@ def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_storage_class_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     if old.get("allowedTopologies") != new.get("allowedTopologies"):
@@ -308,7 +282,8 @@ def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_csi_node_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     # A missing annotation and an empty one are the same list (kube compares the map's values).
@@ -319,7 +294,8 @@ def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_csi_driver_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     for volume in pod_volumes(pod):
@@ -331,7 +307,8 @@ def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_storage_capacity_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_storage_capacity_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     old_limit, new_limit = volume_limit(old), volume_limit(new)

@@ -1,22 +1,34 @@
-"""The ApiClient protocol: every write the scheduler makes, and nothing else."""
+"""The client protocols: ApiClient (every write the scheduler makes, and nothing else) and
+ListWatchClient (the reads of a watch Reflector)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Protocol
 
 from scheduler.model.objects import Pod
+
+# metav1.StatusCause reason the eviction subresource gives when a PodDisruptionBudget refuses.
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 
 
 class ApiError(Exception):
     """An API call that failed; `status` is the HTTP status (0 for transport errors)."""
 
-    def __init__(self, status: int, message: str, reason: str = "", retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        reason: str = "",
+        retry_after: float | None = None,
+        causes: Sequence[tuple[str, str]] = (),
+    ) -> None:
         super().__init__(f"{status} {reason}: {message}" if reason else f"{status}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after  # seconds the server asked us to wait (Retry-After), if it did
+        self.causes = tuple(causes)  # the Status's details.causes as (reason, message)
 
     @property
     def not_found(self) -> bool:
@@ -30,6 +42,11 @@ class ApiError(Exception):
     def too_many_requests(self) -> bool:
         """429: for an eviction, a PodDisruptionBudget does not allow it (now)."""
         return self.status == 429
+
+    @property
+    def disruption_budget(self) -> str | None:
+        """For a refused eviction, the apiserver's DisruptionBudget cause (its message names the PDB)."""
+        return next((message for reason, message in self.causes if reason == DISRUPTION_BUDGET_CAUSE), None)
 
 
 class ApiClient(Protocol):
@@ -64,7 +81,8 @@ class ApiClient(Protocol):
         ...
 
     async def evict_pod(self, pod: Pod) -> None:
-        """Create an Eviction for the pod; raises ApiError 429 when a PDB forbids it."""
+        """Create an Eviction for the pod, once: no retry of its own, the caller bounds how long it
+        keeps trying. A PDB's refusal is ApiError 429 (or 403) with a DisruptionBudget cause."""
         ...
 
     async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -76,3 +94,15 @@ class ApiClient(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class ListWatchClient(Protocol):
+    """What a Reflector reads through: HttpApiClient, or the in-memory fake in unit tests."""
+
+    async def request(self, method: str, path: str) -> Any:
+        """One request; the decoded JSON answer. Raises ApiError."""
+        ...
+
+    def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncGenerator[bytes, None]:
+        """The answer's body in chunks as they arrive (a watch). Raises ApiError."""
+        ...

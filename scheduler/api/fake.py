@@ -2,22 +2,47 @@
 
 Like httpx's MockTransport, it ships with the package so that tests never mock. Failures are
 injected per call: `bind_errors` / `evict_errors` (one error for the next call on that pod),
+`evict_refusals` (every eviction of that pod fails with it, as under a budget that allows none),
 `patch_errors` (errors for the next status patches of that pod, in order), `event_errors` (errors
 for the next event writes, in order) and `refuse_events` (every event write fails with it, as when
 RBAC denies events). `event_gate` / `patch_gate`, when set, hold those writes until the test opens
 them (a slow apiserver).
+
+It also serves a Reflector's reads: `collections` (path -> objects) are listed in pages as the
+apiserver does (`limit`, an opaque `continue` token; `continue_errors` fail the next continuation
+requests, e.g. a 410 for an expired token), and each watch request streams the next batch of
+`watch_events` queued for the path, then stays open and silent. `reads` records every read's path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
-from collections.abc import Mapping
+import urllib.parse
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler import codec
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
+
+# Query parameters of a list or watch request; what is left of the path names the collection.
+_READ_PARAMS = frozenset({"limit", "continue", "watch", "allowWatchBookmarks", "timeoutSeconds", "resourceVersion"})
+
+
+def _split_read(path: str) -> tuple[str, dict[str, str]]:
+    """(collection path with its own query, e.g. a field selector; the list/watch parameters)."""
+    base, _, query = path.partition("?")
+    kept, params = [], {}
+    for part in query.split("&") if query else ():
+        name, _, value = part.partition("=")
+        if name in _READ_PARAMS:
+            params[name] = urllib.parse.unquote(value)
+        else:
+            kept.append(part)
+    return base + ("?" + "&".join(kept) if kept else ""), params
 
 
 @dataclass
@@ -56,6 +81,8 @@ class FakeApiClient:
     # pod key -> ApiError to raise from the next bind of that pod
     bind_errors: dict[str, ApiError] = field(default_factory=dict)
     evict_errors: dict[str, ApiError] = field(default_factory=dict)
+    evict_refusals: dict[str, ApiError] = field(default_factory=dict)
+    eviction_attempts: list[str] = field(default_factory=list)  # every evict_pod call, refused or not
     patch_errors: dict[str, list[ApiError]] = field(default_factory=dict)
     event_errors: list[ApiError] = field(default_factory=list)
     refuse_events: ApiError | None = None
@@ -67,6 +94,13 @@ class FakeApiClient:
     persistent_volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
     persistent_volume_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     volume_update_errors: dict[str, ApiError] = field(default_factory=dict)
+    # collection path -> its objects, listed at `list_resource_version`
+    collections: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    list_resource_version: str = "1"
+    continue_errors: list[ApiError] = field(default_factory=list)
+    # collection path -> the events of each next watch request on it, in order
+    watch_events: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)
+    reads: list[str] = field(default_factory=list)
     closed: bool = False
 
     async def bind(self, pod: Pod, node_name: str) -> None:
@@ -153,7 +187,8 @@ class FakeApiClient:
         self.deleted.append(pod.key)
 
     async def evict_pod(self, pod: Pod) -> None:
-        error = self.evict_errors.pop(pod.key, None)
+        self.eviction_attempts.append(pod.key)
+        error = self.evict_errors.pop(pod.key, None) or self.evict_refusals.get(pod.key)
         if error is not None:
             raise error
         self.evicted.append(pod.key)
@@ -174,6 +209,32 @@ class FakeApiClient:
     async def update_persistent_volume_claim(self, pvc: Mapping[str, Any]) -> Mapping[str, Any]:
         meta = pvc.get("metadata") or {}
         return self._update(self.persistent_volume_claims, f"{meta.get('namespace', '')}/{meta.get('name', '')}", pvc)
+
+    async def request(self, method: str, path: str) -> Any:
+        self.reads.append(path)
+        collection, params = _split_read(path)
+        if method != "GET" or collection not in self.collections:
+            raise ApiError(404, f"{method} {path}: the fake serves no such collection", "NotFound")
+        items = self.collections[collection]
+        start = 0
+        if "continue" in params:
+            if self.continue_errors:
+                raise self.continue_errors.pop(0)
+            start = int(base64.b64decode(params["continue"]).split(b"/")[0])
+        limit = int(params.get("limit") or 0)
+        end = start + limit if limit else len(items)
+        metadata: dict[str, Any] = {"resourceVersion": self.list_resource_version}
+        if end < len(items):
+            # Padded base64, as the apiserver's tokens: a client must quote the "=".
+            metadata["continue"] = base64.b64encode(f"{end}/".encode()).decode()
+        return {"kind": "List", "metadata": metadata, "items": copy.deepcopy(items[start:end])}
+
+    async def stream(self, method: str, path: str, read_timeout: float | None = None) -> AsyncGenerator[bytes, None]:
+        self.reads.append(path)
+        queued = self.watch_events.get(_split_read(path)[0])
+        for event in queued.pop(0) if queued else ():
+            yield codec.dumps(event) + b"\n"
+        await asyncio.Event().wait()  # an open watch with nothing to say, until the reader gives up
 
     async def close(self) -> None:
         self.closed = True

@@ -23,8 +23,7 @@ import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from scheduler import __version__, metrics
-from scheduler.api import codec
+from scheduler import __version__, codec, metrics
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
 
@@ -134,7 +133,11 @@ USER_AGENT = f"secondary-scheduler/{__version__}"
 
 class TokenBucket:
     """client-go's token-bucket rate limiter (clientConnection qps/burst): every request takes a token;
-    tokens come back at `qps` per second, at most `burst` saved up. Waiters reserve tokens in arrival order."""
+    tokens come back at `qps` per second, at most `burst` saved up. Waiters reserve tokens in arrival order.
+
+    With `max_wait`, a request whose turn would come later than that fails at once (ApiError, reason
+    RateLimited) and reserves nothing, as client-go's limiter does for a request whose context deadline
+    comes first: the backlog, and so the wait of the next request, never exceeds `max_wait`."""
 
     def __init__(
         self,
@@ -142,6 +145,7 @@ class TokenBucket:
         burst: int,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_wait: float | None = None,
     ) -> None:
         if qps <= 0 or burst <= 0:
             raise ValueError(f"token bucket needs qps > 0 and burst > 0, got qps={qps} burst={burst}")
@@ -150,12 +154,17 @@ class TokenBucket:
         self._tokens = float(burst)
         self._clock = clock
         self._sleep = sleep
+        self._max_wait = max_wait
         self._last = clock()
 
     async def wait(self) -> None:
         now = self._clock()
         self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
         self._last = now
+        if self._max_wait is not None and (1 - self._tokens) / self._qps > self._max_wait:
+            raise ApiError(
+                0, f"client rate limiter: the wait would exceed {self._max_wait:g}s (qps {self._qps:g})", "RateLimited"
+            )
         self._tokens -= 1
         if self._tokens < 0:
             await self._sleep(-self._tokens / self._qps)
@@ -229,17 +238,18 @@ class HttpApiClient:
         content_type: str = "application/json",
         *,
         fenced: bool = True,
+        max_retries: int = MAX_RETRIES,
     ) -> Any:
         """One request; `fenced=False` only for the lease itself, which must be written to be kept.
 
         As client-go: a 429, or a 5xx with Retry-After, is retried after the time the server asked
-        for, up to MAX_RETRIES times (the server did not act on the request).
+        for, up to `max_retries` times (the server did not act on the request).
         """
-        for attempt in range(MAX_RETRIES + 1):
+        for attempt in range(max_retries + 1):
             try:
                 return await self._send(method, path, body, content_type, fenced)
             except ApiError as exc:
-                if exc.retry_after is None or attempt == MAX_RETRIES:
+                if exc.retry_after is None or attempt == max_retries:
                     raise
                 await asyncio.sleep(exc.retry_after)
         raise AssertionError("unreachable")
@@ -270,13 +280,17 @@ class HttpApiClient:
                     self._conn.invalidate_auth()
                 if resp.status >= 400:
                     text = raw.decode(errors="replace")
-                    reason, message = "", text
+                    reason, message, causes = "", text, []
                     try:
                         status = codec.loads(raw)
                         reason, message = status.get("reason", ""), status.get("message", text)
+                        causes = [
+                            (str(c.get("reason", "")), str(c.get("message", "")))
+                            for c in (status.get("details") or {}).get("causes") or ()
+                        ]
                     except (ValueError, AttributeError):
                         pass
-                    raise ApiError(resp.status, message, reason, _retry_after(resp))
+                    raise ApiError(resp.status, message, reason, _retry_after(resp), causes)
                 return codec.loads(raw) if raw.strip() else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             _observe_request(method, self._conn.host_label, started, data, None, None)
@@ -373,7 +387,9 @@ class HttpApiClient:
             "metadata": {"name": pod.name, "namespace": pod.namespace},
             "deleteOptions": {"preconditions": {"uid": pod.uid}},
         }
-        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body)
+        # A PDB that is not yet processed answers 429 with Retry-After 10: retrying here, ten times,
+        # held preemption for 100 s. Preemption's eviction budget decides how long to keep trying.
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body, max_retries=0)
 
     async def update_persistent_volume(self, pv: Mapping[str, Any]) -> Mapping[str, Any]:
         name = (pv.get("metadata") or {}).get("name", "")

@@ -13,20 +13,34 @@ A watch never stalls and never dies: every watch request asks the server to end 
 `timeout_seconds`, and gives up when nothing (not even a bookmark, which the apiserver sends
 every minute) arrives for `read_timeout` seconds; any failure, including a failing relist, is
 retried with capped exponential backoff until the task is cancelled.
+
+A relist never holds the event loop, which the Lease renewal shares. It asks for pages of
+LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager) so that no one answer takes long
+to decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS,
+yielding between slices. Pages are asked for without a resourceVersion: the watch cache ignores
+`limit` for resourceVersion "0" (client-go's first list), and client-go lists unpaged when it names
+the last resourceVersion (its relists) — affordable there, where a goroutine of its own decodes.
+A 1.37 apiserver serves these pages from its watch cache's snapshots, older ones from etcd.
+(kube-scheduler 1.37's client-go streams the list as a watch with sendInitialEvents instead,
+WatchListClient.) The handler hears of the list only once the last page has arrived, so a list that
+fails half-way changes nothing; the watch resumes from the list's resourceVersion. An expired
+continue token (the paging outlived etcd's compaction) falls back to one full list, as client-go's
+pager does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
 
-from scheduler.api import codec
-from scheduler.api.client import ApiError
-from scheduler.api.http import HttpApiClient
+from scheduler import codec
+from scheduler.api.client import ApiError, ListWatchClient
 
 log = structlog.get_logger("watch")
 
@@ -36,22 +50,43 @@ Handler = Callable[[str, Mapping[str, Any]], None]
 WATCH_READ_TIMEOUT_SECONDS = 90.0
 INITIAL_BACKOFF_SECONDS = 0.2
 MAX_BACKOFF_SECONDS = 5.0
+# client-go's pager default.
+LIST_PAGE_SIZE = 500
+# The longest stretch a relist hands objects to the handler before it lets other tasks (the Lease
+# renewal, the scheduling loop, other watches) run.
+DISPATCH_SLICE_SECONDS = 0.005
+
+
+class Pacer:
+    """Bounded slices of synchronous work on the event loop: pace() after each unit of work yields
+    to the loop once `budget` seconds have run since the last yield."""
+
+    def __init__(self, budget: float = DISPATCH_SLICE_SECONDS) -> None:
+        self.budget = budget
+        self._since = time.perf_counter()
+
+    async def pace(self) -> None:
+        if time.perf_counter() - self._since >= self.budget:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
 
 
 class Reflector:
     def __init__(
         self,
-        client: HttpApiClient,
+        client: ListWatchClient,
         path: str,
         handler: Handler,
         timeout_seconds: int = 300,
         read_timeout: float = WATCH_READ_TIMEOUT_SECONDS,
+        page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         self.client = client
         self.path = path  # collection path, may carry a query (e.g. a field selector)
         self.handler = handler
         self.timeout_seconds = timeout_seconds
         self.read_timeout = read_timeout
+        self.page_size = page_size
         self.relists = 0
         self.resource_version = ""
         self._known: dict[str, Mapping[str, Any]] = {}  # uid -> last object seen
@@ -61,18 +96,46 @@ class Reflector:
 
     async def list(self) -> None:
         """(Re)list: ADDED for every object, DELETED for known objects no longer there."""
-        body = await self.client.request("GET", self.path)
+        items, resource_version = await self._list_pages()
         self.relists += 1
+        pacer = Pacer()
         seen: dict[str, Mapping[str, Any]] = {}
-        for item in body.get("items") or ():
+        for item in items:
             uid = (item.get("metadata") or {}).get("uid", "")
             seen[uid] = item
             self.handler("ADDED", item)
-        for uid, gone in self._known.items():
+            await pacer.pace()
+        # Emptied one object at a time: dropping the last list's objects at once frees them all in
+        # one go (about 0.1 s for 15000 nodes), which would hold the loop as long as one slice never may.
+        known, self._known = self._known, seen
+        while known:
+            uid, gone = known.popitem()
             if uid not in seen:
                 self.handler("DELETED", gone)
-        self._known = seen
-        self.resource_version = (body.get("metadata") or {}).get("resourceVersion", "")
+            await pacer.pace()
+        self.resource_version = resource_version
+
+    async def _list_pages(self) -> tuple[Sequence[Mapping[str, Any]], str]:
+        """Every object of the collection, page by page, and the list's resourceVersion (the same on every page)."""
+        items: list[Mapping[str, Any]] = []
+        token = ""
+        while True:
+            query = f"limit={self.page_size}"
+            if token:
+                query += f"&continue={urllib.parse.quote(token, safe='')}"
+            try:
+                body = await self.client.request("GET", f"{self.path}{self._sep()}{query}")
+            except ApiError as exc:
+                if not (token and exc.status == 410):
+                    raise
+                log.info("list continuation expired; listing in full", path=self.path)
+                body = await self.client.request("GET", self.path)
+                return list(body.get("items") or ()), (body.get("metadata") or {}).get("resourceVersion", "")
+            items.extend(body.get("items") or ())
+            meta = body.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, meta.get("resourceVersion", "")
 
     def _dispatch(self, event: Mapping[str, Any]) -> bool:
         """Handle one watch event; False when the watch must restart from a fresh list."""

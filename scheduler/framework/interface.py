@@ -96,12 +96,20 @@ class EventSink(Protocol):
 class Handle(Protocol):
     """What a plugin may reach besides its arguments."""
 
-    # Move these pods to activeQ now (running PreEnqueue again).
-    activate: Callable[[Sequence[str]], None]
-    # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
-    spawn: Callable[[Coroutine[Any, Any, None]], None]
-    # Whether the informers still have this pod (kube's pod lister); False once it was deleted.
-    pod_exists: Callable[[Pod], bool]
+    @property
+    def activate(self) -> Callable[[Sequence[str]], None]:
+        """Move these pods to activeQ now (running PreEnqueue again)."""
+        ...
+
+    @property
+    def spawn(self) -> Callable[[Coroutine[Any, Any, None]], object]:
+        """Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown."""
+        ...
+
+    @property
+    def pod_exists(self) -> Callable[[Pod], bool]:
+        """Whether the informers still have this pod (kube's pod lister); False once it was deleted."""
+        ...
 
     @property
     def snapshot(self) -> SnapshotLister: ...

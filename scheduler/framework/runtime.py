@@ -64,21 +64,6 @@ from scheduler.model.objects import Pod, PodDisruptionBudget
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
 
-EXTENSION_POINTS = (
-    "preEnqueue",
-    "queueSort",
-    "preFilter",
-    "filter",
-    "postFilter",
-    "preScore",
-    "score",
-    "reserve",
-    "permit",
-    "preBind",
-    "bind",
-    "postBind",
-)
-
 # The method each extension point needs; a plugin enabled at a point it lacks is a config error.
 POINT_METHODS = {
     "preEnqueue": "pre_enqueue",
@@ -94,6 +79,9 @@ POINT_METHODS = {
     "bind": "bind",
     "postBind": "post_bind",
 }
+
+# kube-scheduler's extension points in the order a pod meets them (config validates names against it).
+EXTENSION_POINTS = tuple(POINT_METHODS)
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 
@@ -200,6 +188,38 @@ class PdbStore:
         return list(self._by_key.values())
 
 
+class HandleNotWired(RuntimeError):
+    """A plugin reached the scheduler's part of a handle that nothing wired."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """The scheduler's part of every profile's handle, given once the scheduler exists (the plugins,
+    built first, hold the handle already). Every field is required: a scheduler that leaves one out
+    fails when it is built, not with a silent no-op in some later cycle."""
+
+    snapshot: SnapshotLister
+    # Move these pods to activeQ now (running PreEnqueue again).
+    activate: Callable[[Sequence[str]], None]
+    # Run a coroutine beside the scheduling loop (API calls off the cycle); drained at shutdown.
+    spawn: Callable[[Coroutine[Any, Any, None]], object]
+    # Whether the informers still have this pod (kube's pod lister); False once it was deleted.
+    pod_exists: Callable[[Pod], bool]
+    nominator: PodNominator
+    # The scheduler's recorder per profile (events are reported as the profile's scheduler).
+    recorders: Mapping[str, EventSink]
+
+    @classmethod
+    def standalone(cls, snapshot: SnapshotLister) -> Wiring:
+        """For a handle used without a scheduler (plugin table tests, what-if tools): nothing is
+        nominated, every pod exists, events go nowhere, spawned coroutines run detached."""
+        return cls(snapshot, _activate_nothing, _spawn_detached, _exists, _NoNominations(), {})
+
+
+def _activate_nothing(uids: Sequence[str]) -> None:
+    return None
+
+
 def _exists(pod: Pod) -> bool:
     return True
 
@@ -224,7 +244,8 @@ class _NoNominations:
 
 
 class FrameworkHandle:
-    """What plugins get: listers over the current snapshot, the api client, waiting pods."""
+    """What plugins get: listers over the current snapshot, the api client, waiting pods, and — once
+    `wire` ran — the scheduler's queue, nominator, task spawner and event recorders."""
 
     def __init__(
         self,
@@ -241,22 +262,40 @@ class FrameworkHandle:
         self._workloads = workloads if workloads is not None else WorkloadStore()
         self._pdbs = PdbStore()
         self.waiting_pods: dict[str, WaitingPod] = {}
-        self.activate: Callable[[Sequence[str]], None] = lambda uids: None
-        self.spawn: Callable[[Coroutine[Any, Any, None]], None] = _spawn_detached
-        self.pod_exists: Callable[[Pod], bool] = _exists
-        # The scheduler shares its nominator here; every profile's framework registers itself.
-        self.nominator: PodNominator = _NoNominations()
+        # Every profile's framework registers itself.
         self.frameworks: dict[str, Framework] = {}
-        # The scheduler's recorder per profile (events are reported as the profile's scheduler).
-        self.recorders: Mapping[str, EventSink] = {}
+        self._wiring: Wiring | None = None
+
+    def wire(self, wiring: Wiring) -> None:
+        """Give the handle the scheduler's parts (its snapshot replaces the one built with)."""
+        self._wiring = wiring
+        self._snapshot = wiring.snapshot
+
+    @property
+    def wiring(self) -> Wiring:
+        if self._wiring is None:
+            raise HandleNotWired("FrameworkHandle used before wire(): build it into a Scheduler or wire it")
+        return self._wiring
+
+    @property
+    def activate(self) -> Callable[[Sequence[str]], None]:
+        return self.wiring.activate
+
+    @property
+    def spawn(self) -> Callable[[Coroutine[Any, Any, None]], object]:
+        return self.wiring.spawn
+
+    @property
+    def pod_exists(self) -> Callable[[Pod], bool]:
+        return self.wiring.pod_exists
+
+    @property
+    def nominator(self) -> PodNominator:
+        return self.wiring.nominator
 
     @property
     def snapshot(self) -> SnapshotLister:
         return self._snapshot
-
-    @snapshot.setter
-    def snapshot(self, value: SnapshotLister) -> None:
-        self._snapshot = value
 
     @property
     def client(self) -> ApiClient:
@@ -282,7 +321,7 @@ class FrameworkHandle:
         return self.frameworks[profile_name]
 
     def event_recorder(self, profile_name: str) -> EventSink:
-        return self.recorders.get(profile_name) or _NoEvents()
+        return self.wiring.recorders.get(profile_name) or _NoEvents()
 
     def allow_waiting_pod(self, uid: str, plugin: str) -> None:
         waiting = self.waiting_pods.get(uid)
@@ -473,25 +512,18 @@ class Framework:
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None:
-        for plugin in self.pre_filter_plugins:
-            if plugin.name in state.skip_filter_plugins:
-                continue
-            ext = plugin.pre_filter_extensions()
-            if ext is None:
-                continue
-            plugin_started = time.perf_counter()
-            try:
-                status = ext.add_pod(state, pod, pod_to_add, node_info)
-            except Exception as exc:
-                return self._plugin_raised("PreFilterExtensionAddPod", plugin.name, pod, exc)
-            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_ADD_POD, plugin.name, status, plugin_started)
-            if status is not None and status.code != Code.SUCCESS:
-                return status.with_plugin(plugin.name)
-        return None
+        return self._run_pre_filter_extension(state, pod, pod_to_add, node_info, adding=True)
 
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None:
+        return self._run_pre_filter_extension(state, pod, pod_to_remove, node_info, adding=False)
+
+    def _run_pre_filter_extension(
+        self, state: CycleState, pod: Pod, other: Pod, node_info: NodeInfo, *, adding: bool
+    ) -> Status | None:
+        """AddPod or RemovePod of every PreFilter plugin that ran and has extensions; first failure wins."""
+        point = metrics.PRE_FILTER_EXTENSION_ADD_POD if adding else metrics.PRE_FILTER_EXTENSION_REMOVE_POD
         for plugin in self.pre_filter_plugins:
             if plugin.name in state.skip_filter_plugins:
                 continue
@@ -500,10 +532,13 @@ class Framework:
                 continue
             plugin_started = time.perf_counter()
             try:
-                status = ext.remove_pod(state, pod, pod_to_remove, node_info)
+                if adding:
+                    status = ext.add_pod(state, pod, other, node_info)
+                else:
+                    status = ext.remove_pod(state, pod, other, node_info)
             except Exception as exc:
-                return self._plugin_raised("PreFilterExtensionRemovePod", plugin.name, pod, exc)
-            metrics.observe_plugin(state, metrics.PRE_FILTER_EXTENSION_REMOVE_POD, plugin.name, status, plugin_started)
+                return self._plugin_raised(point, plugin.name, pod, exc)
+            metrics.observe_plugin(state, point, plugin.name, status, plugin_started)
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.model.objects import Node, Pod, Resource
+from scheduler.model.quantity import go_add
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -171,8 +172,8 @@ class NodeInfo:
             if pod.has_required_anti_affinity:
                 self.pods_with_required_anti_affinity[pod.uid] = pod
         self.requested.add(pod.requests)
-        self.non_zero_milli_cpu += pod.non_zero_milli_cpu
-        self.non_zero_memory += pod.non_zero_memory
+        self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, pod.non_zero_milli_cpu)
+        self.non_zero_memory = go_add(self.non_zero_memory, pod.non_zero_memory)
 
     def remove_pod(self, pod: Pod) -> bool:
         old = self.pods.pop(pod.uid, None)
@@ -181,8 +182,8 @@ class NodeInfo:
         self.pods_with_affinity.pop(pod.uid, None)
         self.pods_with_required_anti_affinity.pop(pod.uid, None)
         self.requested.sub(old.requests)
-        self.non_zero_milli_cpu -= old.non_zero_milli_cpu
-        self.non_zero_memory -= old.non_zero_memory
+        self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, -old.non_zero_milli_cpu)
+        self.non_zero_memory = go_add(self.non_zero_memory, -old.non_zero_memory)
         return True
 
     def clone(self) -> NodeInfo:
@@ -287,8 +288,13 @@ class QueueingHint(enum.Enum):
     SKIP = "QueueSkip"
 
 
-# hint(pod, old_object, new_object) -> QUEUE or SKIP; objects are model structs or None.
-QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+# What a cluster event carries: model Pods and Nodes, the storage objects (PVCs, PVs, StorageClasses,
+# CSINodes, CSIDrivers, CSIStorageCapacities, VolumeAttachments) as the API sends them.
+ApiObject = Mapping[str, Any]
+EventObject = Pod | Node | ApiObject
+
+# hint(pod, old object, new object) -> QUEUE or SKIP; old is None for an add, new for a delete.
+QueueingHintFn = Callable[[Pod, EventObject | None, EventObject | None], QueueingHint]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,10 @@
 
 The informer converts each raw object exactly once; everything downstream (queue,
 cache, plugins) reads these structs. A malformed object raises InvalidObject naming the
-object and the field, so the caller can report it instead of crashing.
+object and the field, so the caller can report it instead of crashing. A legal quantity too
+large for kube's int64 counts is converted as kube-scheduler converts it (see
+scheduler.model.quantity) and named in the struct's `out_of_range`, for the caller to report;
+every integer in a Resource is an int64, so no table or sum downstream has to check.
 """
 
 from __future__ import annotations
@@ -10,17 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
-from scheduler.api import codec
+from scheduler import codec
 from scheduler.model.podresources import (
     DEFAULT_NON_MISSING,
     PodResources,
     ResourceListError,
     non_missing_for_node_info,
 )
-from scheduler.model.quantity import QuantityError, ceil_int, ceil_milli, to_int, to_milli
+from scheduler.model.quantity import INT64_MAX, INT64_MIN, MILLI, Quantity, QuantityError, parse, wrap_int64
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -44,6 +46,9 @@ class Resource:
     allowed_pods: int = 0
     scalar: dict[str, int] = field(default_factory=dict)
 
+    # Sums wrap as kube's int64 fields do (two 5E memory requests on one node sum to a negative
+    # number there too); a wrapped sum is the node's own oddity and never an OverflowError in a table.
+
     def add(self, other: Resource) -> None:
         self.milli_cpu += other.milli_cpu
         self.memory += other.memory
@@ -51,6 +56,7 @@ class Resource:
         self.allowed_pods += other.allowed_pods
         for name, amount in other.scalar.items():
             self.scalar[name] = self.scalar.get(name, 0) + amount
+        self._wrap()
 
     def sub(self, other: Resource) -> None:
         self.milli_cpu -= other.milli_cpu
@@ -59,6 +65,22 @@ class Resource:
         self.allowed_pods -= other.allowed_pods
         for name, amount in other.scalar.items():
             self.scalar[name] = self.scalar.get(name, 0) - amount
+        self._wrap()
+
+    def _wrap(self) -> None:
+        # Binds and preemption's what-ifs come through here: one chained comparison per field is
+        # the cheapest of the forms measured (bit_length of the OR, min/max of the four).
+        if not INT64_MIN <= self.milli_cpu <= INT64_MAX:
+            self.milli_cpu = wrap_int64(self.milli_cpu)
+        if not INT64_MIN <= self.memory <= INT64_MAX:
+            self.memory = wrap_int64(self.memory)
+        if not INT64_MIN <= self.ephemeral_storage <= INT64_MAX:
+            self.ephemeral_storage = wrap_int64(self.ephemeral_storage)
+        if not INT64_MIN <= self.allowed_pods <= INT64_MAX:
+            self.allowed_pods = wrap_int64(self.allowed_pods)
+        for name, amount in self.scalar.items():
+            if not INT64_MIN <= amount <= INT64_MAX:
+                self.scalar[name] = wrap_int64(amount)
 
     def set_max(self, other: Resource) -> None:
         self.milli_cpu = max(self.milli_cpu, other.milli_cpu)
@@ -86,42 +108,58 @@ class Resource:
             self.milli_cpu == 0 and self.memory == 0 and self.ephemeral_storage == 0 and not any(self.scalar.values())
         )
 
+    def set(self, name: str, amount: int) -> None:
+        if name == CPU:
+            self.milli_cpu = amount
+        elif name == MEMORY:
+            self.memory = amount
+        elif name == EPHEMERAL_STORAGE:
+            self.ephemeral_storage = amount
+        elif name == PODS:
+            self.allowed_pods = amount
+        else:
+            self.scalar[name] = amount
+
     @classmethod
-    def from_amounts(cls, amounts: Mapping[str, Decimal]) -> Resource:
-        """Build from exact amounts, rounding up as resource.Quantity's Value/MilliValue do."""
+    def from_amounts(cls, amounts: Mapping[str, Quantity], out_of_range: list[str] | None = None) -> Resource:
+        """Build from Quantities with kube's MilliValue (cpu) / Value (the rest); the names of the
+        resources whose exact value does not fit in int64 are appended to `out_of_range`."""
         res = cls()
         for name, amount in amounts.items():
-            if name == CPU:
-                res.milli_cpu = _milli(amount)
-            elif name == MEMORY:
-                res.memory = _whole(amount)
-            elif name == EPHEMERAL_STORAGE:
-                res.ephemeral_storage = _whole(amount)
-            elif name == PODS:
-                res.allowed_pods = _whole(amount)
-            else:
-                res.scalar[name] = _whole(amount)
+            converted, fits = amount.scaled(MILLI if name == CPU else 0)
+            res.set(name, converted)
+            if not fits and out_of_range is not None:
+                out_of_range.append(name)
         return res
 
     @classmethod
-    def from_list(cls, amounts: Raw | None, where: str) -> Resource:
-        """Build from a ResourceList ({"cpu": "100m", ...}); `where` names the field for errors."""
+    def from_list(cls, amounts: Raw | None, where: str, out_of_range: list[str] | None = None) -> Resource:
+        """Build from a ResourceList ({"cpu": "100m", ...}); `where` names the field for errors, and
+        fields beyond int64 are described in `out_of_range`."""
         res = cls()
         for name, value in (amounts or {}).items():
             try:
-                if name == CPU:
-                    res.milli_cpu = to_milli(value)
-                elif name == MEMORY:
-                    res.memory = to_int(value)
-                elif name == EPHEMERAL_STORAGE:
-                    res.ephemeral_storage = to_int(value)
-                elif name == PODS:
-                    res.allowed_pods = to_int(value)
-                else:
-                    res.scalar[name] = to_int(value)
+                quantity = parse(value)
             except QuantityError as exc:
                 raise InvalidObject(f"{where}.{name}: {exc}") from exc
+            converted, fits = quantity.scaled(MILLI if name == CPU else 0)
+            res.set(name, converted)
+            if not fits and out_of_range is not None:
+                out_of_range.append(_beyond_int64(f"{where}.{name}", value, name))
         return res
+
+
+def _int64_unit(resource: str) -> str:
+    if resource == CPU:
+        return "int64 millicores"
+    if resource in (MEMORY, EPHEMERAL_STORAGE) or resource.startswith("hugepages-"):
+        return "int64 bytes"
+    return "int64"
+
+
+def _beyond_int64(field_name: str, value: object, resource: str) -> str:
+    """One field's problem, as reports name it."""
+    return f"{field_name}: {value} is beyond {_int64_unit(resource)}"
 
 
 def _timestamp(value: str | None) -> float:
@@ -158,6 +196,10 @@ class Pod:
     # feature flags, so it reads the spec's containers with the 100m/200Mi defaults, ignoring
     # pod-level resources and in-place resize status (overhead still added).
     fit_scoring_requests: Resource | None = field(default=None, repr=False, compare=False, hash=False)
+    # Request fields beyond int64 (counted as kube-scheduler counts them), for one report; and the
+    # reason the pod is not placed when such a field is in what NodeResourcesFit filters with.
+    out_of_range: tuple[str, ...] = field(default=(), repr=False, compare=False, hash=False)
+    fit_out_of_range: str = field(default="", repr=False, compare=False, hash=False)
 
     @property
     def fit_requests(self) -> Resource:
@@ -204,7 +246,7 @@ class Pod:
         meta = raw.get("metadata") or {}
         spec = raw.get("spec") or {}
         key = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
-        requests, nz_cpu, nz_mem, fit_requests, fit_scoring = _pod_requests(raw, key)
+        requests, nz_cpu, nz_mem, fit_requests, fit_scoring, out_of_range, fit_out_of_range = _pod_requests(raw, key)
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise InvalidObject(f"{key}: spec.priority: {priority!r} is not an integer")
@@ -227,10 +269,12 @@ class Pod:
             raw=raw,
             spec_requests=fit_requests,
             fit_scoring_requests=fit_scoring,
+            out_of_range=out_of_range,
+            fit_out_of_range=f"{key}: {fit_out_of_range}" if fit_out_of_range else "",
         )
 
 
-_RequestsResult = tuple[Resource, int, int, Resource | None, Resource | None]
+_RequestsResult = tuple[Resource, int, int, Resource | None, Resource | None, tuple[str, ...], str]
 # Pods of one template (a Deployment's, a benchmark's) ask for the same: their requests are worked
 # out once. Keyed by every field PodResources reads (as JSON), bounded, values copied on the way out.
 _REQUESTS_MEMO: dict[bytes, _RequestsResult] = {}
@@ -262,8 +306,16 @@ def _pod_requests(raw: Raw, key: str) -> _RequestsResult:
         if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_SIZE:
             _REQUESTS_MEMO.clear()
         _REQUESTS_MEMO[memo_key] = found
-    requests, nz_cpu, nz_mem, fit, scoring = found
-    return requests.copy(), nz_cpu, nz_mem, fit and fit.copy(), scoring and scoring.copy()
+    requests, nz_cpu, nz_mem, fit, scoring, out_of_range, fit_out_of_range = found
+    return (
+        requests.copy(),
+        nz_cpu,
+        nz_mem,
+        fit and fit.copy(),
+        scoring and scoring.copy(),
+        out_of_range,
+        fit_out_of_range,
+    )
 
 
 def _compute_pod_requests(raw: Raw, key: str) -> _RequestsResult:
@@ -273,29 +325,79 @@ def _compute_pod_requests(raw: Raw, key: str) -> _RequestsResult:
     included), the non-zero cpu/memory of framework.PodInfo, and — only where they differ — the
     spec-only requests NodeResourcesFit filters with and the requests its Score uses.
     """
+    beyond: list[str] = []  # resources whose accounted (or scoring) amount is beyond int64
+    fit_beyond: list[str] = []  # ... in what NodeResourcesFit filters with, where that differs
     try:
         resources = PodResources(raw, key)
         requests = resources.requests(use_status=True)
         pod_level = resources.pod_level_requests_set
         non_zero = resources.requests(use_status=True, non_missing=non_missing_for_node_info(requests, pod_level))
         differs = resources.status_matters
-        fit = Resource.from_amounts(resources.requests(use_status=False)) if differs else None
+        fit = Resource.from_amounts(resources.requests(use_status=False), fit_beyond) if differs else None
         scoring = None
         if pod_level or differs:
             scoring = Resource.from_amounts(
-                resources.requests(use_status=False, non_missing=DEFAULT_NON_MISSING, pod_level=False)
+                resources.requests(use_status=False, non_missing=DEFAULT_NON_MISSING, pod_level=False), beyond
             )
     except ResourceListError as exc:
         raise InvalidObject(str(exc)) from exc
-    return Resource.from_amounts(requests), _milli(non_zero.get(CPU)), _whole(non_zero.get(MEMORY)), fit, scoring
+    accounted_beyond: list[str] = []
+    accounted = Resource.from_amounts(requests, accounted_beyond)
+    if fit is None:
+        fit_beyond = accounted_beyond
+    beyond += accounted_beyond
+    non_zero_resource = Resource.from_amounts({n: non_zero[n] for n in (CPU, MEMORY) if n in non_zero}, beyond)
+    out_of_range: tuple[str, ...] = ()
+    fit_reason = ""
+    if beyond or fit_beyond:
+        out_of_range = tuple(_describe_beyond(raw, name) for name in dict.fromkeys([*fit_beyond, *beyond]))
+        if fit_beyond:
+            fit_reason = "; ".join(_describe_beyond(raw, name) for name in dict.fromkeys(fit_beyond))
+    return (
+        accounted,
+        non_zero_resource.milli_cpu,
+        non_zero_resource.memory,
+        fit,
+        scoring,
+        out_of_range,
+        fit_reason,
+    )
 
 
-def _milli(amount: Decimal | None) -> int:
-    return 0 if amount is None else ceil_milli(amount)
+def _request_fields(raw: Raw, resource: str) -> list[tuple[str, Any]]:
+    """Every field of the pod that asks for `resource`, with its value, as (path, value)."""
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+    found: list[tuple[str, Any]] = []
+
+    def look(path: str, amounts: Raw | None) -> None:
+        if amounts and resource in amounts:
+            found.append((f"{path}.{resource}", amounts[resource]))
+
+    for kind in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(kind) or ()):
+            look(f"spec.{kind}[{i}].resources.requests", (container.get("resources") or {}).get("requests"))
+    look("spec.resources.requests", (spec.get("resources") or {}).get("requests"))
+    look("spec.overhead", spec.get("overhead"))
+    for kind in ("containerStatuses", "initContainerStatuses"):
+        for i, container_status in enumerate(status.get(kind) or ()):
+            look(f"status.{kind}[{i}].allocatedResources", container_status.get("allocatedResources"))
+            look(f"status.{kind}[{i}].resources.requests", (container_status.get("resources") or {}).get("requests"))
+    look("status.allocatedResources", status.get("allocatedResources"))
+    look("status.resources.requests", (status.get("resources") or {}).get("requests"))
+    return found
 
 
-def _whole(amount: Decimal | None) -> int:
-    return 0 if amount is None else ceil_int(amount)
+def _describe_beyond(raw: Raw, resource: str) -> str:
+    """Names the fields that put a pod's request of `resource` beyond int64: those beyond it on
+    their own, or else all that were summed."""
+    scale = MILLI if resource == CPU else 0
+    fields = _request_fields(raw, resource)
+    alone = [(path, value) for path, value in fields if not parse(value).scaled(scale)[1]]
+    if alone:
+        return "; ".join(_beyond_int64(path, value, resource) for path, value in alone)
+    summed = " + ".join(f"{path} ({value})" for path, value in fields)
+    return f"requests.{resource}: the sum {summed} is beyond {_int64_unit(resource)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +422,8 @@ class Node:
     raw: Raw = field(repr=False, compare=False, hash=False)
     # status.declaredFeatures (NodeDeclaredFeatures; the apiserver keeps it sorted and unique).
     declared_features: tuple[str, ...] = ()
+    # Allocatable fields beyond int64 (counted as kube-scheduler counts them), for one report.
+    out_of_range: tuple[str, ...] = field(default=(), repr=False, compare=False, hash=False)
 
     def same_scheduling_properties(self, other: Node) -> bool:
         """True when nothing a scheduler looks at differs (e.g. a heartbeat-only status update)."""
@@ -340,6 +444,11 @@ class Node:
         spec = raw.get("spec") or {}
         status = raw.get("status") or {}
         key = f"node {meta.get('name', '')}"
+        out_of_range: list[str] = []
+        try:
+            allocatable = Resource.from_list(status.get("allocatable"), "status.allocatable", out_of_range)
+        except InvalidObject as exc:
+            raise InvalidObject(f"{key}: {exc}") from exc
         images: dict[str, int] = {}
         for image in status.get("images") or ():
             for name in image.get("names") or ():
@@ -349,7 +458,7 @@ class Node:
             name=meta.get("name", ""),
             resource_version=meta.get("resourceVersion", ""),
             labels=dict(meta.get("labels") or {}),
-            allocatable=Resource.from_list(status.get("allocatable"), f"{key}: status.allocatable"),
+            allocatable=allocatable,
             unschedulable=bool(spec.get("unschedulable")),
             taints=tuple(
                 Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in spec.get("taints") or ()
@@ -357,6 +466,7 @@ class Node:
             images=images,
             raw=raw,
             declared_features=tuple(status.get("declaredFeatures") or ()),
+            out_of_range=tuple(out_of_range),
         )
 
 

@@ -5,21 +5,20 @@ everything that starts after them, the peak of any init step, pod-level `spec.re
 (cpu, memory, hugepages-*) replacing the container aggregate, `spec.overhead` added, and for
 a pod that may have been resized in place the larger of spec, allocated
 (`status.allocatedResources` / `containerStatuses[].allocatedResources`) and actuated
-(`status.resources`) amounts. Amounts stay exact (Decimal) until the caller converts them, as
-resource.Quantity sums do. Must never look at nodes or feature gates of its own: the options
-say what kube-scheduler 1.37 passes at each call site.
+(`status.resources`) amounts. Amounts are Quantities summed as resource.Quantity sums (exact,
+in kube's representation) until the caller converts them. Must never look at nodes or feature
+gates of its own: the options say what kube-scheduler 1.37 passes at each call site.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
-from scheduler.model.quantity import QuantityError, parse_quantity
+from scheduler.model.quantity import Quantity, QuantityError, parse
 
 Raw = Mapping[str, Any]
-Amounts = dict[str, Decimal]
+Amounts = dict[str, Quantity]
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -29,9 +28,9 @@ REASON_INFEASIBLE = "Infeasible"
 
 # kube-scheduler counts a container without a cpu / memory request as this much when it scores
 # or spreads load (schedutil.DefaultMilliCPURequest / DefaultMemoryRequest).
-DEFAULT_CPU_REQUEST = Decimal("0.1")
-DEFAULT_MEMORY_REQUEST = Decimal(200 * 1024 * 1024)
-DEFAULT_NON_MISSING: Mapping[str, Decimal] = {CPU: DEFAULT_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+DEFAULT_CPU_REQUEST = parse("100m")
+DEFAULT_MEMORY_REQUEST = parse("200Mi")
+DEFAULT_NON_MISSING: Mapping[str, Quantity] = {CPU: DEFAULT_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
 
 
 class ResourceListError(ValueError):
@@ -45,7 +44,7 @@ def parse_list(amounts: Raw | None, where: str) -> Amounts | None:
     out: Amounts = {}
     for name, value in amounts.items():
         try:
-            out[name] = parse_quantity(value)
+            out[name] = parse(value)
         except QuantityError as exc:
             raise ResourceListError(f"{where}.{name}: {exc}") from exc
     return out
@@ -63,18 +62,19 @@ def is_resize_infeasible(status: Raw) -> bool:
     return False
 
 
-def _add(total: Amounts, more: Mapping[str, Decimal] | None) -> None:
+def _add(total: Amounts, more: Mapping[str, Quantity] | None) -> None:
     for name, amount in (more or {}).items():
-        total[name] = total.get(name, Decimal(0)) + amount
+        known = total.get(name)
+        total[name] = amount if known is None else known + amount  # kube copies the first, then Adds
 
 
-def _set_max(total: Amounts, more: Mapping[str, Decimal] | None) -> None:
+def _set_max(total: Amounts, more: Mapping[str, Quantity] | None) -> None:
     for name, amount in (more or {}).items():
         if name not in total or amount > total[name]:
             total[name] = amount
 
 
-def _max_of(*lists: Mapping[str, Decimal] | None) -> Amounts:
+def _max_of(*lists: Mapping[str, Quantity] | None) -> Amounts:
     out: Amounts = {}
     for amounts in lists:
         _set_max(out, amounts)
@@ -138,13 +138,13 @@ class PodResources:
         return any(is_supported_pod_level_resource(name) for name in self.pod_level or ())
 
     def requests(
-        self, *, use_status: bool, non_missing: Mapping[str, Decimal] | None = None, pod_level: bool = True
+        self, *, use_status: bool, non_missing: Mapping[str, Quantity] | None = None, pod_level: bool = True
     ) -> Amounts:
         """resource.PodRequests with InPlacePodLevelResourcesVerticalScaling on; `pod_level=False` is
         its SkipPodLevelResources."""
         reqs = self._container_requests(use_status, non_missing)
         if pod_level and self.pod_level_requests_set:
-            effective: Mapping[str, Decimal] | None = self.pod_level
+            effective: Mapping[str, Quantity] | None = self.pod_level
             if use_status and self.has_status_resources:
                 effective = _max_of(
                     None if self.infeasible else self.pod_level, self.status_requests, self.status_allocated
@@ -155,7 +155,7 @@ class PodResources:
         _add(reqs, self.overhead)
         return reqs
 
-    def _container_requests(self, use_status: bool, non_missing: Mapping[str, Decimal] | None) -> Amounts:
+    def _container_requests(self, use_status: bool, non_missing: Mapping[str, Quantity] | None) -> Amounts:
         spec = _aggregate(self, "spec", non_missing)
         if not use_status or not self.status_matters:
             return spec
@@ -197,7 +197,7 @@ class _ContainerResources:
         return None if infeasible else self.spec
 
 
-def _with_defaults(amounts: Amounts | None, non_missing: Mapping[str, Decimal] | None) -> Amounts | None:
+def _with_defaults(amounts: Amounts | None, non_missing: Mapping[str, Quantity] | None) -> Amounts | None:
     if not non_missing:
         return amounts
     out = dict(amounts or {})
@@ -207,7 +207,7 @@ def _with_defaults(amounts: Amounts | None, non_missing: Mapping[str, Decimal] |
     return out
 
 
-def _aggregate(pod: PodResources, which: str, non_missing: Mapping[str, Decimal] | None) -> Amounts:
+def _aggregate(pod: PodResources, which: str, non_missing: Mapping[str, Quantity] | None) -> Amounts:
     infeasible = pod.infeasible and which != "spec"
     total: Amounts = {}
     for container in pod.containers:
@@ -228,7 +228,7 @@ def _aggregate(pod: PodResources, which: str, non_missing: Mapping[str, Decimal]
     return total
 
 
-def non_missing_for_node_info(requests: Mapping[str, Decimal], pod_level_set: bool) -> Mapping[str, Decimal]:
+def non_missing_for_node_info(requests: Mapping[str, Quantity], pod_level_set: bool) -> Mapping[str, Quantity]:
     """The defaults framework.PodInfo.CalculateResource fills in for its non-zero requests.
 
     Without pod-level requests every container lacking cpu / memory counts the defaults; with

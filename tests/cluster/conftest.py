@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import make_node
+from harness.controlplane import ControlPlane
+from harness.workload import make_node
 
 NodeFactory = Callable[..., str]
 

@@ -1,28 +1,28 @@
 """Agreement with the real kube-scheduler (the pinned v1.37.2) over every scenario in
 tests/agreement/scenarios plus a fixed 100 generated ones (seed DEFAULT_SEED).
 
-One run of the harness (scheduler/testing/agreement.py: one control plane per scheduler, both
+One run of the harness (harness/agreement.py: one control plane per scheduler, both
 schedulers side by side) serves every test here; each scenario is a test of its own that fails
 with the per-pod diff: verdict (bound / unschedulable / gated), the FailedScheduling message
 without kube-scheduler's PostFilter part, whether our node is among kube-scheduler's top-scored
 nodes by its own log, and whether each chosen node is in our replayed top-score set.
 `make agreement` runs the same files with 300 generated (the committed tests/agreement/RESULTS.md);
-`python -m scheduler.testing.agreement` prints the table.
+`python -m harness.agreement` prints the table.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from plugins.registry import IN_TREE
-from scheduler.config import DEFAULT_MULTI_POINT
-from scheduler.testing.agreement import (
+from harness.agreement import (
     DEFAULT_SEED,
     AgreementReport,
     generated_scenarios,
     load_scenarios,
     run_agreement,
 )
+from plugins.registry import IN_TREE
+from scheduler.config import DEFAULT_MULTI_POINT
 
 GENERATED_IN_TEST = 100
 SCENARIOS = load_scenarios() + generated_scenarios(DEFAULT_SEED, GENERATED_IN_TEST)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scheduler.testing.apiwatch import KeepAliveClient, PodWatch
-from scheduler.testing.controlplane import ControlPlane
+from harness.apiwatch import KeepAliveClient, PodWatch
+from harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 

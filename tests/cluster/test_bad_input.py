@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.workload import running_scheduler_process, wait_for
+from harness.controlplane import ControlPlane
+from harness.workload import running_scheduler_process, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster

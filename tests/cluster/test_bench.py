@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing.bench.rawapi import RawApi
-from scheduler.testing.bench.runner import main
-from scheduler.testing.bench.schedulers import SCHEDULERS
-from scheduler.testing.bench.upstream import select, upstream_workloads
-from scheduler.testing.bench.upstream_run import APISERVER_ARGS, Executor
-from scheduler.testing.bench.upstream_run import main as upstream_main
-from scheduler.testing.controlplane import ControlPlane
+from harness.bench.rawapi import RawApi
+from harness.bench.runner import main
+from harness.bench.schedulers import SCHEDULERS
+from harness.bench.upstream import select, upstream_workloads
+from harness.bench.upstream_run import APISERVER_ARGS, Executor
+from harness.bench.upstream_run import main as upstream_main
+from harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 

@@ -6,41 +6,34 @@ applied to a real apiserver in test_rbac.py and test_deployment.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
+from harness import chart
+from harness.controlplane import ControlPlaneError
 from plugins.registry import in_tree_registry
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler
 from scheduler.config import parse_config
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlaneError, ensure_binaries
 
 pytestmark = pytest.mark.cluster
 
 DEPLOY_FILE = chart.DEPLOY_DIR / "secondary-scheduler.yaml"
 
 
-@pytest.fixture(scope="module")
-def bin_dir() -> Path:
-    return ensure_binaries()
-
-
-def test_helm_lint_is_clean(bin_dir: Path) -> None:
-    out = chart.helm(bin_dir, "lint", "--strict", str(chart.CHART_DIR))
+def test_helm_lint_is_clean() -> None:
+    out = chart.helm("lint", "--strict", str(chart.CHART_DIR))
     assert "0 chart(s) failed" in out, out
     assert "[WARNING]" not in out and "[ERROR]" not in out, out
 
 
-def test_deploy_manifests_are_the_chart_rendered_with_default_values(bin_dir: Path) -> None:
-    expected = chart.deploy_manifests(bin_dir)
+def test_deploy_manifests_are_the_chart_rendered_with_default_values() -> None:
+    expected = chart.deploy_manifests()
     assert DEPLOY_FILE.read_text() == expected, "deploy/ drifted from the chart: run `make deploy` and commit"
 
 
-def test_lease_defaults_to_the_release_never_kube_scheduler(bin_dir: Path) -> None:
-    docs = chart.documents(chart.render(bin_dir, "blue", "team-a"))
+def test_lease_defaults_to_the_release_never_kube_scheduler() -> None:
+    docs = chart.documents(chart.render("blue", "team-a"))
     args = chart.scheduler_container(docs)["args"]
     assert "--leader-elect-resource-name=blue-secondary-scheduler" in args
     assert "--leader-elect-resource-namespace=team-a" in args
@@ -51,10 +44,10 @@ def test_lease_defaults_to_the_release_never_kube_scheduler(bin_dir: Path) -> No
     assert role["metadata"]["namespace"] == "team-a"
     assert role["rules"][1]["resourceNames"] == ["blue-secondary-scheduler"]
     with pytest.raises(ControlPlaneError, match="must not be kube-scheduler"):
-        chart.render(bin_dir, values={"leaderElection": {"resourceName": "kube-scheduler"}})
+        chart.render(values={"leaderElection": {"resourceName": "kube-scheduler"}})
 
 
-def test_values_reach_the_deployment(bin_dir: Path) -> None:
+def test_values_reach_the_deployment() -> None:
     values = {
         "replicaCount": 3,
         "image": {"repository": "example/sched", "tag": "v9"},
@@ -70,7 +63,7 @@ def test_values_reach_the_deployment(bin_dir: Path) -> None:
         "serviceMonitor": {"enabled": True},
         "prometheusRule": {"enabled": True},
     }
-    docs = chart.documents(chart.render(bin_dir, values=values))
+    docs = chart.documents(chart.render(values=values))
     deployment = chart.find(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = chart.scheduler_container(docs)
@@ -94,7 +87,7 @@ def test_values_reach_the_deployment(bin_dir: Path) -> None:
     assert chart.find(docs, "PrometheusRule")["spec"]["groups"][0]["name"] == "secondary-scheduler"
 
 
-def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts(bin_dir: Path) -> None:
+def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts() -> None:
     profiles = [
         {
             "schedulerName": "packer",
@@ -106,12 +99,12 @@ def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts(b
         },
         {"schedulerName": "spreader"},
     ]
-    docs = chart.documents(chart.render(bin_dir, values={"config": {"profiles": profiles}}))
+    docs = chart.documents(chart.render(values={"config": {"profiles": profiles}}))
     raw = yaml.safe_load(chart.config_file(docs))
     assert raw["profiles"] == profiles
     config = parse_config(raw)
     scheduler = build_scheduler(config, in_tree_registry(), FakeApiClient(), {})  # plugin names and args too
     assert set(scheduler.frameworks) == {"packer", "spreader"}
-    default = yaml.safe_load(chart.config_file(chart.documents(chart.render(bin_dir))))
+    default = yaml.safe_load(chart.config_file(chart.documents(chart.render())))
     assert default["profiles"] == [{"schedulerName": "secondary-scheduler"}]
     assert parse_config(default).profiles[0].scheduler_name == "secondary-scheduler"

@@ -1,6 +1,6 @@
 """The control plane the tests run on is real: pinned apiserver, verified TLS, RBAC, kwok nodes.
 
-Owns: checks of scheduler/testing/controlplane.py against the running processes (and of its
+Owns: checks of harness/controlplane.py against the running processes (and of its
 `up`/`down` CLI). Must never: mock anything, or leave nodes, processes or clients behind.
 """
 
@@ -24,8 +24,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client import ApiException
 
+from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 from scheduler.api.http import load_connection
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
 pytestmark = pytest.mark.cluster
 
@@ -53,7 +53,8 @@ def node_ready(core: Any, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-def make_pod(name: str, *, node_name: str | None = None, scheduler_name: str | None = None) -> Any:
+def plain_api_pod(name: str, *, node_name: str | None = None, scheduler_name: str | None = None) -> Any:
+    """A V1Pod with no requests, bound to `node_name` or left to `scheduler_name`."""
     return k8s_client.V1Pod(
         metadata=k8s_client.V1ObjectMeta(name=name),
         spec=k8s_client.V1PodSpec(
@@ -129,7 +130,7 @@ def test_kwok_plays_the_node_and_its_pods(k8s: Any, namespace: str) -> None:
     make_node(core, node)
     try:
         wait_for(lambda: node_ready(core, node), 10, f"node {node} Ready")
-        core.create_namespaced_pod(namespace, make_pod("bound", node_name=node))
+        core.create_namespaced_pod(namespace, plain_api_pod("bound", node_name=node))
 
         def running() -> Any:
             pod = core.read_namespaced_pod("bound", namespace)
@@ -154,7 +155,7 @@ def test_kube_scheduler_peer_schedules_its_own_pods(control_plane: ControlPlane,
     scheduler = control_plane.start_kube_scheduler("peer-scheduler")
     try:
         assert scheduler.alive()
-        core.create_namespaced_pod(namespace, make_pod("peer", scheduler_name="peer-scheduler"))
+        core.create_namespaced_pod(namespace, plain_api_pod("peer", scheduler_name="peer-scheduler"))
 
         def running() -> Any:
             pod = core.read_namespaced_pod("peer", namespace)
@@ -279,7 +280,7 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "scheduler.testing.controlplane", *args, "--dir", str(directory)],
+            [sys.executable, "-m", "harness.controlplane", *args, "--dir", str(directory)],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,

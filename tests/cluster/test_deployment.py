@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import make_pod, wait_for
+from harness import chart
+from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
+from harness.workload import api_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
 
@@ -52,11 +52,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
     scheduler_name = f"ic-{uuid.uuid4().hex[:6]}"
     ports = free_ports(2)
     renders = [
-        chart.documents(
-            chart.render(
-                control_plane.bin_dir, RELEASE, namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}
-            )
-        )
+        chart.documents(chart.render(RELEASE, namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}))
         for port in ports
     ]
     chart.apply(control_plane, renders[0], namespace)
@@ -94,7 +90,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
 
             (leader,) = wait_for(leaders, timeout=30, what="a leader")
             for i in range(3):
-                core.create_namespaced_pod(namespace, make_pod(f"web-{i}", scheduler_name))
+                core.create_namespaced_pod(namespace, api_pod(f"web-{i}", scheduler_name))
             wait_for(
                 lambda: all(core.read_namespaced_pod(f"web-{i}", namespace).spec.node_name for i in range(3)),
                 timeout=60,
@@ -109,7 +105,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
             # Released on the way out, not left to expire (the standby may hold it already).
             lease = json.loads(control_plane.http_request("GET", lease_path)[1])
             assert lease["spec"].get("holderIdentity") != identity, lease["spec"]
-            core.create_namespaced_pod(namespace, make_pod("after-handover", scheduler_name))
+            core.create_namespaced_pod(namespace, api_pod("after-handover", scheduler_name))
             wait_for(
                 lambda: core.read_namespaced_pod("after-handover", namespace).spec.node_name,
                 timeout=60,
@@ -127,3 +123,43 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
                         proc.wait()
     for proc, log_path, _ in replicas:
         assert proc.returncode == 0, log_path.read_text()[-3000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="private mount namespaces need root")
+def test_an_empty_dir_over_the_checkout_hides_nothing_the_scheduler_runs_from(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    # The chart's emptyDir is /tmp, and a clone may live there (`git clone ... /tmp/x`): it must not
+    # hide the venv or the editable checkout from the replica. A checkout elsewhere gets a second
+    # emptyDir over its parent folder (over itself when that is /), so the test means the same
+    # wherever the checkout is.
+    (port,) = free_ports(1)
+    docs = chart.documents(chart.render(RELEASE, namespace, {"serving": {"port": port}}))
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    if not any(REPO_ROOT.is_relative_to(m["mountPath"]) for m in container["volumeMounts"]):
+        hidden = REPO_ROOT.parent if REPO_ROOT.parent != Path("/") else REPO_ROOT
+        pod["volumes"].append({"name": "over-checkout", "emptyDir": {}})
+        container["volumeMounts"].append({"name": "over-checkout", "mountPath": str(hidden)})
+    chart.apply(control_plane, docs, namespace)
+    fullname = f"{RELEASE}-secondary-scheduler"
+    token = chart.service_account_token(control_plane, namespace, fullname)
+    log_path = control_plane.log_dir / f"{fullname}-{namespace}-hidden.log"
+    with chart.host_mount_points(chart.mount_paths(docs)):
+        proc = chart.run_as_kubelet(control_plane, docs, token, f"{fullname}-0", namespace, log_path)
+        try:
+
+            def started() -> bool:
+                assert proc.poll() is None, log_path.read_text()[-3000:]
+                return 200 <= _probe(container, "startupProbe")[0] < 400
+
+            wait_for(started, timeout=90, what="the replica's startup probe passing")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, log_path.read_text()[-3000:]

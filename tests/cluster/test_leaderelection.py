@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
+from harness.controlplane import ControlPlane
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
-from scheduler.testing.controlplane import ControlPlane
 
 pytestmark = pytest.mark.cluster
 

@@ -1,31 +1,37 @@
 """Prometheus, built from the Go module proxy (hack/prometheus/build.sh): promtool lints our /metrics
 and unit-tests the chart's alert rules; a real Prometheus scrapes the scheduler with the
-ServiceMonitor's auth and every query of the chart's Grafana dashboard returns data."""
+ServiceMonitor's auth and every query of the chart's Grafana dashboard returns data; every selector
+of every PromQL expression the chart renders (and every input series of the alert unit tests)
+selects series scraped from a live scheduler, and no expression turns an absent series into a
+constant."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
-from scheduler.testing.workload import make_pod, metrics_text, running_scheduler, wait_for
+from harness import chart
+from harness.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
+from harness.workload import api_pod, metric_value, metrics_text, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_serving import secure_scheduler_process
 
 pytestmark = pytest.mark.cluster
 
 ALERTS = chart.CHART_DIR / "files" / "alerts.yaml"
-DASHBOARD = chart.CHART_DIR / "files" / "dashboard.json"
+ALERTS_TEST = chart.CHART_DIR / "tests" / "alerts_test.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +82,8 @@ def test_alert_rules_check_and_unit_tests(prometheus_bin: Path) -> None:
 def _workload(core: Any, namespace: str, scheduler_name: str, wave: int = 0) -> None:
     names = [f"web-{wave}-{i}" for i in range(5)]
     for name in names:
-        core.create_namespaced_pod(namespace, make_pod(name, scheduler_name))
-    core.create_namespaced_pod(namespace, make_pod(f"too-big-{wave}", scheduler_name, cpu="64"))
+        core.create_namespaced_pod(namespace, api_pod(name, scheduler_name))
+    core.create_namespaced_pod(namespace, api_pod(f"too-big-{wave}", scheduler_name, cpu="64"))
     wait_for(
         lambda: all(core.read_namespaced_pod(name, namespace).spec.node_name for name in names),
         timeout=60,
@@ -104,9 +110,59 @@ def test_promtool_check_metrics_passes_on_our_metrics(
     )
 
 
-def _dashboard_queries() -> list[tuple[str, str]]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel["targets"]]
+def _grafana(expr: str) -> str:
+    """A dashboard expression as Grafana sends it: every variable's "All" (.+), 1m rate windows."""
+    return re.sub(r"\$\{?\w+\}?", ".+", re.sub(r"\$__\w+", "1m", expr))
+
+
+def _chart_promql(plane: ControlPlane) -> list[tuple[str, str]]:
+    """Every PromQL expression the chart renders with its rules and dashboard on, Grafana's variables
+    substituted."""
+    values = {"prometheusRule": {"enabled": True}, "dashboard": {"enabled": True}}
+    return [(where, _grafana(expr)) for where, expr in chart.promql(chart.documents(chart.render(values=values)))]
+
+
+Api = Callable[..., Any]
+
+
+@contextlib.contextmanager
+def _running_prometheus(bin_dir: Path, plane: ControlPlane, workdir: Path, config: Mapping[str, Any]) -> Iterator[Api]:
+    """Prometheus with `config`; yields api(path, **params): the `data` of GET /api/v1/<path>, None
+    while Prometheus is still starting. Any other error answer (a query it cannot parse) fails the
+    test."""
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(dict(config)))
+    (web,) = free_ports(1)
+    prometheus = ManagedProcess(
+        "prometheus",
+        [
+            str(bin_dir / "prometheus"),
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+        ],
+        plane.log_dir / f"prometheus-{workdir.name}.log",
+        port=web,
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def api(path: str, **params: str) -> Any:
+        url = f"http://127.0.0.1:{web}/api/v1/{path}?" + urllib.parse.urlencode(params)
+        try:
+            with opener.open(url, timeout=5) as response:
+                return json.loads(response.read())["data"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 503:  # the web server is up before the TSDB is open
+                return None
+            raise AssertionError(f"{path} {params}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from None
+        except OSError:
+            assert prometheus.alive(), prometheus.failure("exited")
+            return None
+
+    try:
+        wait_for(lambda: api("query", query="up") is not None, timeout=60, what="Prometheus answering")
+        yield api
+    finally:
+        prometheus.stop()
 
 
 @pytest.fixture
@@ -130,7 +186,7 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
     token = tmp_path / "token"
     token.write_text(chart.metrics_reader_token(control_plane, namespace, "prometheus"))
     monitor = chart.find(
-        chart.documents(chart.render(control_plane.bin_dir, values={"serviceMonitor": {"enabled": True}})),
+        chart.documents(chart.render(values={"serviceMonitor": {"enabled": True}})),
         "ServiceMonitor",
     )
     endpoint = monitor["spec"]["endpoints"][0]
@@ -149,33 +205,12 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
             }
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    (web,) = free_ports(1)
-    prometheus = ManagedProcess(
-        "prometheus",
-        [
-            str(prometheus_bin / "prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{web}",
-        ],
-        control_plane.log_dir / "prometheus.log",
-        port=web,
-    )
+    with _running_prometheus(prometheus_bin, control_plane, tmp_path, config) as api:
 
-    def query(expr: str) -> list[Any]:
-        url = f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(url, timeout=5) as response:
-                body = json.loads(response.read())
-        except OSError:
-            assert prometheus.alive(), prometheus.failure("exited")
-            return []
-        result: list[Any] = body["data"]["result"]
-        return result
+        def query(expr: str) -> list[Any]:
+            data = api("query", query=expr)
+            return list(data["result"]) if data else []
 
-    try:
         wait_for(lambda: any(r["value"][1] == "1" for r in query("up")), timeout=60, what="the target up")
         nodes(f"{namespace}-n0")
         _workload(core, namespace, scheduler_name)
@@ -183,15 +218,170 @@ def test_prometheus_scrapes_like_the_service_monitor_and_every_dashboard_query_h
         scheduled = 'sum(scheduler_schedule_attempts_total{result="scheduled"})'
         wait_for(lambda: any(r["value"][1] == "5" for r in query(scheduled)), timeout=30, what="the first wave scraped")
         _workload(core, namespace, scheduler_name, wave=1)
-        queries = [
-            (title, expr.replace("$job", ".+").replace("$__rate_interval", "1m"))
-            for title, expr in _dashboard_queries()
-        ]
+        queries = [(where, expr) for where, expr in _chart_promql(control_plane) if where.startswith("panel ")]
         deadline = time.monotonic() + 60
         missing = queries
         while missing and time.monotonic() < deadline:
             missing = [(t, e) for t, e in missing if not any(r["value"][1] != "NaN" for r in query(e))]
             time.sleep(1)
         assert not missing, f"dashboard queries without data: {missing}"
+
+
+REFUSED = "bind-refused"
+
+
+@contextlib.contextmanager
+def _bindings_refused(plane: ControlPlane, namespace: str) -> Iterator[None]:
+    """The apiserver refuses to bind pods named bind-refused* in `namespace` (a ValidatingAdmissionPolicy
+    on pods/binding): a real Bind failure, as a scheduler meets one when the API says no."""
+    name = f"refuse-binding-{namespace}"
+    admission = "/apis/admissionregistration.k8s.io/v1"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/binding"]}
+                ]
+            },
+            "validations": [
+                {"expression": f"!object.metadata.name.startsWith('{REFUSED}')", "message": "binding refused by test"}
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+        },
+    }
+    for kind, body in (("validatingadmissionpolicies", policy), ("validatingadmissionpolicybindings", binding)):
+        status, answer = plane.http_request("POST", f"{admission}/{kind}", body)
+        assert status == 201, answer.decode(errors="replace")
+    try:
+        # Policies take effect asynchronously: bind a pod that does not exist until the policy,
+        # which the apiserver checks before it looks the pod up, answers instead of the 404.
+        probe = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"{REFUSED}-probe"}}
+        probe["target"] = {"apiVersion": "v1", "kind": "Node", "name": "nowhere"}
+        path = f"/api/v1/namespaces/{namespace}/pods/{REFUSED}-probe/binding"
+        wait_for(
+            lambda: b"binding refused by test" in plane.http_request("POST", path, probe)[1],
+            timeout=30,
+            what="the binding policy in force",
+        )
+        yield
     finally:
-        prometheus.stop()
+        plane.http_request("DELETE", f"{admission}/validatingadmissionpolicybindings/{name}")
+        plane.http_request("DELETE", f"{admission}/validatingadmissionpolicies/{name}")
+
+
+def _selectors(node: Any) -> Iterator[str]:
+    """Every vector and matrix selector of a parse_query AST, as a series selector."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _selectors(item)
+    elif isinstance(node, dict):
+        if node.get("type") in ("vectorSelector", "matrixSelector"):
+            yield "{" + ", ".join(f"{m['name']}{m['type']}{json.dumps(m['value'])}" for m in node["matchers"]) + "}"
+        else:
+            for value in node.values():
+                yield from _selectors(value)
+
+
+def _constant_fallbacks(node: Any) -> Iterator[str]:
+    """`... or <constant>` anywhere in a parse_query AST (`or vector(0)`, `or 0`): an absent series
+    shown as a value."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _constant_fallbacks(item)
+    elif isinstance(node, dict):
+        if node.get("type") == "binaryExpr" and node["op"] == "or":
+            rhs = node["rhs"]
+            while rhs.get("type") == "parenExpr":
+                rhs = rhs["expr"]
+            if rhs.get("type") == "numberLiteral" or (rhs.get("type") == "call" and rhs["func"]["name"] == "vector"):
+                yield json.dumps(rhs)
+        for value in node.values():
+            yield from _constant_fallbacks(value)
+
+
+# Labels whose values name a deployment (the target, the lease, the profile), not a kind of series.
+IDENTITY_LABELS = {"job", "instance", "name", "profile"}
+
+
+def test_the_charts_promql_reads_only_series_a_live_scheduler_exports_and_turns_none_into_a_constant(
+    prometheus_bin: Path,
+    control_plane: ControlPlane,
+    core: Any,
+    namespace: str,
+    nodes: NodeFactory,
+    scheduler_name: str,
+    tmp_path: Path,
+) -> None:
+    expressions = _chart_promql(control_plane)
+    rules = {where.removeprefix("rule "): expr for where, expr in expressions if where.startswith("rule ")}
+    assert set(rules) >= {"SecondarySchedulerBindErrors", "SecondarySchedulerDown", "SecondarySchedulerNoLeader"}
+    nodes(f"{namespace}-n0")
+    # Leader election on (its own lease): leader_election_master_status exists only then.
+    lease = (f"--leader-elect-resource-namespace={namespace}", f"--leader-elect-resource-name={scheduler_name}")
+    with (
+        _bindings_refused(control_plane, namespace),
+        running_scheduler(control_plane, scheduler_name, extra_args=lease) as port,
+        _running_prometheus(
+            prometheus_bin,
+            control_plane,
+            tmp_path,
+            {
+                "global": {"scrape_interval": "1s"},
+                "scrape_configs": [
+                    {"job_name": "secondary-scheduler-metrics", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}
+                ],
+            },
+        ) as api,
+    ):
+        # Scheduled pods, an unschedulable one and one whose Bind the apiserver refuses (retried with
+        # backoff): the series created lazily on those paths exist.
+        _workload(core, namespace, scheduler_name)
+        core.create_namespaced_pod(namespace, api_pod(REFUSED, scheduler_name))
+
+        def firing(rule: str) -> list[Any]:
+            data = api("query", query=rules[rule])
+            return [r["metric"] for r in data["result"]] if data else []
+
+        # The bind-errors alert's condition holds on what Prometheus scraped (rates: the refused bind
+        # failed at least twice); the healthy scheduler's down and no-leader conditions do not.
+        wait_for(lambda: firing("SecondarySchedulerBindErrors"), timeout=90, what="the bind-errors condition")
+        assert firing("SecondarySchedulerBindErrors") == [{"job": "secondary-scheduler-metrics"}]
+        assert firing("SecondarySchedulerDown") == [] and firing("SecondarySchedulerNoLeader") == []
+        assert metric_value(port, "scheduler_schedule_attempts_total", result="error") >= 2
+
+        unmatched: list[tuple[str, str]] = []
+        fallbacks: list[tuple[str, str]] = []
+        for where, expr in expressions:
+            ast = api("parse_query", query=expr)
+            unmatched += [(where, s) for s in _selectors(ast) if not api("series", **{"match[]": s})]
+            fallbacks += [(where, f) for f in _constant_fallbacks(ast)]
+        assert not unmatched, f"selectors no series a live scheduler exports matches: {unmatched}"
+        assert not fallbacks, f"constant fallbacks: {fallbacks}"
+
+        # The alert unit tests feed series shaped as the scheduler exports them: same name, same
+        # label names, same values but for the deployment's own names.
+        made_up: list[str] = []
+        for test in yaml.safe_load(ALERTS_TEST.read_text())["tests"]:
+            for given in test["input_series"]:
+                vector = api("parse_query", query=given["series"])
+                assert vector["type"] == "vectorSelector", given
+                labels = {m["name"] for m in vector["matchers"]} - {"__name__"}
+                kind = {**vector, "matchers": [m for m in vector["matchers"] if m["name"] not in IDENTITY_LABELS]}
+                (selector,) = _selectors(kind)
+                live = api("series", **{"match[]": selector}) or []
+                if not any(set(series) - {"__name__"} == labels for series in live):
+                    made_up.append(f"{test['name']}: {given['series']} (live: {live[:3]})")
+        assert not made_up, "alert test series no live scheduler exports:\n" + "\n".join(made_up)

@@ -31,9 +31,9 @@ from typing import Any, Self
 from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.controlplane import ControlPlane, free_ports
+from harness.workload import api_pod, make_node, wait_for
 from scheduler.model.objects import Node, Pod, Resource
-from scheduler.testing.controlplane import ControlPlane, free_ports
-from scheduler.testing.workload import make_node, make_pod, wait_for
 
 RESULTS_JSON = Path(__file__).with_name("RESULTS.json")
 
@@ -254,7 +254,7 @@ class PodStream(threading.Thread):
                 pause = began + index / self.rate - time.monotonic()
                 if pause > 0 and self._halt.wait(pause):
                     return
-                body = make_pod(name, self.scheduler_name, cpu=cpu, memory=POD_MEMORY)
+                body = api_pod(name, self.scheduler_name, cpu=cpu, memory=POD_MEMORY)
                 while not self._halt.is_set():
                     try:
                         core.create_namespaced_pod(self.namespace, body, _request_timeout=10)

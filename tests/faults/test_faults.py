@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing.controlplane import LOOPBACK, ControlPlane
-from scheduler.testing.faultproxy import FaultProxy
-from scheduler.testing.workload import make_node, wait_for
+from harness.controlplane import LOOPBACK, ControlPlane
+from harness.faultproxy import FaultProxy
+from harness.workload import make_node, wait_for
 from tests.faults.harness import PodStream, Replica, fault_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

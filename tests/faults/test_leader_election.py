@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.testing.controlplane import ControlPlane
-from scheduler.testing.faultproxy import FaultProxy
-from scheduler.testing.workload import wait_for
+from harness.controlplane import ControlPlane
+from harness.faultproxy import FaultProxy
+from harness.workload import wait_for
 from tests.faults.harness import PodStream, Replica, fault_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -15,16 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.utils import canonicalize_name
 
-from scheduler.testing import chart
-from scheduler.testing.controlplane import REPO_ROOT, ControlPlane, free_ports
-from scheduler.testing.workload import make_pod, wait_for
+from harness import chart
+from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
+from harness.workload import api_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
+from tests.unit.test_locks import RUNTIME_LOCK, read_lock
 
 pytestmark = [pytest.mark.cluster, pytest.mark.image]
 
 PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
+BASE_LOCK = REPO_ROOT / "hack" / "image" / "bookworm.lock"
+# Python's own packaging tools: in the lock to build the project, removed from the image after.
+_BUILD_ONLY = {"pip", "setuptools"}
 
 
 def _build_image() -> str:
@@ -40,6 +45,48 @@ def _build_image() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
+def _run_in(image: str, *command: str) -> str:
+    proc = subprocess.run(
+        [
+            *PODMAN,
+            "run",
+            "--rm",
+            "--ulimit=nofile=1024:1024",
+            "--ulimit=nproc=1024:1024",
+            "--network=none",
+            f"--entrypoint={command[0]}",
+            image,
+            *command[1:],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="podman here runs as root")
+def test_image_holds_exactly_the_locked_python_and_debian_packages() -> None:
+    image = _build_image()
+    listed = _run_in(
+        image,
+        "python3",
+        "-c",
+        "import importlib.metadata as m\nfor d in m.distributions(): print(d.metadata['Name'], d.version)",
+    )
+    installed: dict[str, str] = {
+        canonicalize_name(name): version for name, version in (line.split() for line in listed.splitlines())
+    }
+    del installed["secondary-scheduler"]  # the project itself, built from the checkout
+    locked = {name: version for name, (version, _) in read_lock(RUNTIME_LOCK).items() if name not in _BUILD_ONLY}
+    assert installed == locked
+    packages = _run_in(image, "dpkg-query", "-W", "-f=${Package}=${Version}\n")
+    base = [line for line in BASE_LOCK.read_text().splitlines() if not line.startswith("#")]
+    assert sorted(packages.splitlines()) == sorted(base)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="podman here runs as root")
 def test_image_runs_read_only_as_65532_and_binds_a_pod(
     control_plane: ControlPlane, core: Any, namespace: str, nodes: NodeFactory, tmp_path: Path
@@ -51,11 +98,7 @@ def test_image_runs_read_only_as_65532_and_binds_a_pod(
     assert user.stdout.strip() == "65532:65532"
     scheduler_name = f"img-{uuid.uuid4().hex[:6]}"
     (port,) = free_ports(1)
-    docs = chart.documents(
-        chart.render(
-            control_plane.bin_dir, "img", namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}
-        )
-    )
+    docs = chart.documents(chart.render("img", namespace, {"schedulerName": scheduler_name, "serving": {"port": port}}))
     chart.apply(control_plane, docs, namespace)
     account = tmp_path / "serviceaccount"
     account.mkdir(mode=0o755)
@@ -104,7 +147,7 @@ def test_image_runs_read_only_as_65532_and_binds_a_pod(
             return https_get(f"https://127.0.0.1:{port}/readyz")[0] == 200
 
         wait_for(ready, timeout=120, what="the container's /readyz")
-        core.create_namespaced_pod(namespace, make_pod("web-0", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("web-0", scheduler_name))
         wait_for(
             lambda: core.read_namespaced_pod("web-0", namespace).spec.node_name,
             timeout=60,

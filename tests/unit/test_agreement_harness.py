@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.model.objects import Pod
-from scheduler.model.quantity import parse_quantity
-from scheduler.testing import generator
-from scheduler.testing.agreement import (
+from harness import generator
+from harness.agreement import (
     AgreementReport,
     KubeScores,
     Outcome,
@@ -29,6 +27,8 @@ from scheduler.testing.agreement import (
     publish,
     split_post_filter,
 )
+from scheduler.model.objects import Pod
+from scheduler.model.quantity import parse_quantity
 
 SEED = 137
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugins.registry import IN_TREE
-from scheduler.testing.bench.upstream import (
+from harness.bench.upstream import (
     UpstreamError,
     default_gates,
     resolve_count,
@@ -17,6 +16,7 @@ from scheduler.testing.bench.upstream import (
     upstream_throughput,
     upstream_workloads,
 )
+from plugins.registry import IN_TREE
 
 OURS = [module.NAME for module in IN_TREE]
 
@@ -97,7 +97,7 @@ def test_throughput_as_upstreams_collector_samples_it() -> None:
 
 
 def test_scaling_sizes_vary_upstreams_node_count_and_keep_anti_affinity_pods_placeable() -> None:
-    from scheduler.testing.bench.upstream_run import SCALING_CASES, at_nodes, scaling_markdown
+    from harness.bench.upstream_run import SCALING_CASES, at_nodes, scaling_markdown
 
     basic, anti = select(upstream_workloads(), list(SCALING_CASES))
     small = at_nodes(basic, 500)
@@ -119,7 +119,7 @@ def test_scaling_sizes_vary_upstreams_node_count_and_keep_anti_affinity_pods_pla
 
 
 def test_an_ours_variant_is_ours_with_environment_settings() -> None:
-    from scheduler.testing.bench.schedulers import ours_variant
+    from harness.bench.schedulers import ours_variant
 
     kind = ours_variant("stdjson:SECONDARY_SCHEDULER_JSON=stdlib,SECONDARY_SCHEDULER_GC=python")
     assert kind.key == "ours-stdjson" and kind.scheduler_name == "bench-ours-stdjson" and kind.honours_constraints

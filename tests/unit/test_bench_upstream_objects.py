@@ -8,9 +8,8 @@ from typing import Any
 
 import yaml
 
-from plugins.registry import IN_TREE
-from scheduler.testing.bench.upstream import perf_root, select, skip_reason, upstream_workloads
-from scheduler.testing.bench.upstream_objects import (
+from harness.bench.upstream import perf_root, select, skip_reason, upstream_workloads
+from harness.bench.upstream_objects import (
     HOSTNAME_LABEL,
     MIGRATED_PLUGINS_ANNOTATION,
     allocatable_patch,
@@ -21,7 +20,8 @@ from scheduler.testing.bench.upstream_objects import (
     pod_with_volume,
     strategy_labels,
 )
-from scheduler.testing.bench.upstream_run import BASE_POD
+from harness.bench.upstream_run import BASE_POD
+from plugins.registry import IN_TREE
 
 OURS = [module.NAME for module in IN_TREE]
 
@@ -140,7 +140,7 @@ def test_volume_cases_run_and_event_handling_pod_delete_says_what_stops_it() -> 
 
 
 def test_templated_pods_carry_upstreams_signature_label_per_batch() -> None:
-    from scheduler.testing.bench.upstream_objects import with_signature
+    from harness.bench.upstream_objects import with_signature
 
     template = {"metadata": {"generateName": "pod-", "labels": {"color": "blue"}}, "spec": {}}
     signed = [with_signature(template, i, 2) for i in range(5)]

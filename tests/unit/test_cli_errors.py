@@ -4,13 +4,14 @@ apiserver: tests/cluster/test_serving.py."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from scheduler.testing.controlplane import free_ports
+from harness.controlplane import free_ports
 
 
 def _run(*args: str) -> tuple[int, str]:
@@ -83,3 +84,32 @@ def test_configuration_is_validated_before_anything_connects(tmp_path: Path) -> 
     assert code == 2
     assert line.startswith("secondary-scheduler: invalid configuration: "), line
     assert "profiles[0].plugins.filter.enabled[0].name: unknown plugin 'NoSuchPlugin'" in line, line
+
+
+@pytest.mark.parametrize("bind_address", ["0.0.0.0", "127.0.0.1"])
+def test_a_taken_port_is_one_line_naming_the_address_and_the_flags(tmp_path: Path, bind_address: str) -> None:
+    """A second replica on one host, or kube-scheduler's own 10259: no traceback, one line, exit 1.
+    Served as by default (HTTPS with a self-signed certificate), so nothing else reaches stderr."""
+    (api_port,) = free_ports(1)
+    with socket.create_server((bind_address, 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scheduler",
+                "run",
+                f"--kubeconfig={_kubeconfig(tmp_path, f'https://127.0.0.1:{api_port}')}",
+                f"--bind-address={bind_address}",
+                f"--secure-port={port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr == (
+        f"secondary-scheduler: cannot start: failed to listen on {bind_address}:{port}: address already in use "
+        "(choose another with --secure-port or --bind-address)\n"
+    )

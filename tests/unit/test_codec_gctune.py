@@ -10,8 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler import gctune
-from scheduler.api import codec
+from scheduler import codec, gctune
 
 EVENT = (
     b'{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"p","namespace":"ns","labels":{"a":"\\u00e9"}},'

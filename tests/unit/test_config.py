@@ -132,6 +132,24 @@ def test_invalid_plugin_args_name_plugin_and_field() -> None:
     assert "profiles[0].pluginConfig[NodeResourcesFit].args: scoringStrategy.type: Unsupported value" in str(err.value)
 
 
+def test_a_bad_eviction_timeout_is_one_line_naming_profile_plugin_and_field() -> None:
+    with pytest.raises(ConfigError) as err:
+        frameworks(
+            {
+                "profiles": [
+                    {
+                        "schedulerName": "a",
+                        "pluginConfig": [{"name": "DefaultPreemption", "args": {"evictionTimeoutSeconds": -3}}],
+                    }
+                ]
+            }
+        )
+    assert str(err.value) == (
+        "profiles[0].pluginConfig[DefaultPreemption].args: evictionTimeoutSeconds: Invalid value: -3: "
+        "not in valid range [0, 300]"
+    )
+
+
 def test_no_queue_sort_or_binder_left_is_an_error() -> None:
     with pytest.raises(ConfigError, match="exactly one queueSort"):
         frameworks({"profiles": [{"schedulerName": "a", "plugins": {"queueSort": {"disabled": [{"name": "*"}]}}}]})

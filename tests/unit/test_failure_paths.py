@@ -236,3 +236,26 @@ async def test_a_deposed_leader_drops_binding_cycles_before_bind_and_writes_noth
     assert client.bindings == {}
     assert client.events == [] and client.conditions == {}
     assert not sched.cache.is_assumed("uid-p")
+
+
+def test_an_unparseable_node_or_bound_pod_is_logged_once_however_often_it_is_updated() -> None:
+    """A node heartbeat or a bound pod's status update re-sends the same bad object: one line each,
+    again only when the error changes or the object comes back after a delete."""
+    _, inf, _ = setup()
+    node = raw_node("odd", cpu="lots")
+    bound = raw_pod("bound", node="n1")
+    bound["spec"]["priority"] = "high"
+    with structlog.testing.capture_logs() as logs:
+        for version in range(5):
+            node["metadata"]["resourceVersion"] = str(version)
+            bound["metadata"]["resourceVersion"] = str(version)
+            inf.on_node("MODIFIED", node)
+            inf.on_pod("MODIFIED", bound)
+        inf.on_node("DELETED", node)
+        inf.on_pod("DELETED", bound)
+        inf.on_node("ADDED", node)
+        inf.on_pod("ADDED", bound)
+    nodes = [e for e in logs if e["event"] == "ignoring node that cannot be parsed"]
+    pods = [e for e in logs if e["event"] == "ignoring unparseable pod"]
+    assert len(nodes) == 2 and "lots" in nodes[0]["error"], nodes
+    assert len(pods) == 2 and "spec.priority" in pods[0]["error"], pods

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.testing.workload import wait_for
+from harness.workload import wait_for
 from tests.faults.harness import FaultRun, Outcome, Process, fault_run, record, replicas
 
 # A child that ignores SIGTERM, as a replica hanging in shutdown would.

@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
+from harness.controlplane import free_ports
 from plugins.prioritysort import PrioritySort
 from scheduler import metrics
 from scheduler.api.client import ApiError
@@ -30,7 +31,6 @@ from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResul
 from scheduler.informers import Informers
 from scheduler.model.objects import Node, Pod
 from scheduler.schedule_one import Scheduler
-from scheduler.testing.controlplane import free_ports
 
 POD = Pod.from_raw({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec": {"containers": []}})
 

@@ -19,7 +19,7 @@ from scheduler.model.podresources import (
     PodResources,
     is_resize_infeasible,
 )
-from scheduler.model.quantity import parse_quantity
+from scheduler.model.quantity import parse, parse_quantity
 
 Raw = dict[str, Any]
 INFEASIBLE = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
@@ -358,7 +358,7 @@ NON_MISSING_CASES = [
     ("raw", "expected"), [case[1:] for case in NON_MISSING_CASES], ids=[case[0] for case in NON_MISSING_CASES]
 )
 def test_non_missing_container_requests(raw: Raw, expected: dict[str, Decimal]) -> None:
-    got = PodResources(raw, "pod ns/p").requests(use_status=False, non_missing={"memory": parse_quantity("100Mi")})
+    got = PodResources(raw, "pod ns/p").requests(use_status=False, non_missing={"memory": parse("100Mi")})
     assert got == expected
 
 

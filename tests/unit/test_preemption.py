@@ -4,6 +4,7 @@ preemptor is nominated, victims are removed the way `victimRemoval` says, the pr
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -15,10 +16,48 @@ from scheduler.informers import Informers
 from scheduler.schedule_one import Scheduler
 from tests.unit.test_schedule_one import NAME, raw_node, raw_pod, run_queue, setup
 
-TOO_MANY = ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.", "TooManyRequests")
+
+def refusal(pdb_name: str, retry_after: float | None = None) -> ApiError:
+    """The eviction subresource's 429 as the apiserver writes it (a DisruptionBudget cause naming the PDB)."""
+    cause = f"The disruption budget {pdb_name} needs 1 healthy pods and has 1 currently"
+    if retry_after:
+        cause = f"The disruption budget {pdb_name} is still being processed by the server."
+    return ApiError(
+        429,
+        "Cannot evict pod as it would violate the pod's disruption budget.",
+        "TooManyRequests",
+        retry_after,
+        [("DisruptionBudget", cause)],
+    )
 
 
-def with_removal(mode: str) -> tuple[Scheduler, Informers, FakeApiClient]:
+TOO_MANY = refusal("protect")
+
+
+class FakeTime:
+    """The executor's clock and sleep: a sleep returns at once, having moved the clock on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def fake_time(sched: Scheduler) -> FakeTime:
+    time = FakeTime()
+    executor = plugin(sched).executor
+    executor.clock, executor.sleep = time.clock, time.sleep
+    return time
+
+
+def with_removal(mode: str, **args: Any) -> tuple[Scheduler, Informers, FakeApiClient]:
     return setup(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -26,7 +65,7 @@ def with_removal(mode: str) -> tuple[Scheduler, Informers, FakeApiClient]:
             "profiles": [
                 {
                     "schedulerName": NAME,
-                    "pluginConfig": [{"name": "DefaultPreemption", "args": {"victimRemoval": mode}}],
+                    "pluginConfig": [{"name": "DefaultPreemption", "args": {"victimRemoval": mode, **args}}],
                 }
             ],
         }
@@ -138,8 +177,9 @@ async def test_evict_mode_leaves_the_preemptor_pending_rather_than_violate_a_bud
 
 async def test_refused_eviction_makes_the_next_attempt_take_the_next_best_candidate() -> None:
     sched, inf, client = with_removal("evict")
+    fake_time(sched)
     two_full_nodes(inf)
-    client.evict_errors["ns/low"] = TOO_MANY  # the informer has not seen this budget yet
+    client.evict_refusals["ns/low"] = TOO_MANY  # the informer has not seen this budget yet
     errors = metrics.preemption_goroutines_execution.labels("error")._value.get()
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
@@ -157,7 +197,8 @@ async def test_evict_then_delete_deletes_a_victim_only_when_the_dry_run_knew_it_
     two_full_nodes(inf)
     inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
     inf.on_pdb("ADDED", pdb("protect-mid", 0, {"app": "mid"}))
-    client.evict_errors["ns/low"] = TOO_MANY
+    fake_time(sched)
+    client.evict_refusals["ns/low"] = TOO_MANY
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     # Every candidate violates a budget: as kube-scheduler, n2 (lowest victim) is chosen and its
@@ -178,8 +219,9 @@ async def test_evict_then_delete_prefers_a_candidate_without_violation() -> None
 
 async def test_evict_then_delete_never_deletes_a_victim_the_dry_run_thought_safe() -> None:
     sched, inf, client = with_removal("evict-then-delete")
+    fake_time(sched)
     two_full_nodes(inf)
-    client.evict_errors["ns/low"] = TOO_MANY
+    client.evict_refusals["ns/low"] = TOO_MANY
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     assert client.deleted == [] and client.evicted == []
@@ -279,3 +321,155 @@ async def test_a_victim_waiting_at_permit_is_rejected_in_memory() -> None:
     assert status is not None and status.plugin == "DefaultPreemption" and status.message == "preempted"
     (event,) = [e for e in client.events if e.reason == "Preempted"]
     assert event.message == "Preempted by pod uid-vip on node n2 (in kube-scheduler memory)."
+
+
+# ---- the eviction budget (evictionTimeoutSeconds) ---------------------------------------------
+
+
+def both_protected(inf: Informers) -> None:
+    """Every candidate violates a budget: evict-then-delete takes n2 (as upstream) and may delete."""
+    two_full_nodes(inf)
+    inf.on_pdb("ADDED", pdb("protect-low", 0, {"app": "low"}))
+    inf.on_pdb("ADDED", pdb("protect-mid", 0, {"app": "mid"}))
+
+
+def evictions(result: str) -> float:
+    value: float = metrics.preemption_evictions.labels(result)._value.get()
+    return value
+
+
+async def test_a_budget_still_being_processed_holds_preemption_for_the_eviction_budget_not_retry_after() -> None:
+    # The apiserver's 429 for a PDB its controller has not processed says Retry-After: 10; the
+    # client used to retry it ten times (100 s) before the victim was deleted.
+    sched, inf, client = with_removal("evict-then-delete")
+    time = fake_time(sched)
+    both_protected(inf)
+    client.evict_refusals["ns/low"] = refusal("protect-low", retry_after=10)
+    deleted = evictions("deleted_after_budget")
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [5.0]  # the default budget, not Retry-After's 10 s
+    assert client.eviction_attempts == ["ns/low", "ns/low"]
+    assert client.deleted == ["ns/low"]
+    assert evictions("deleted_after_budget") == deleted + 1
+    (blocked,) = [e for e in client.events if e.reason == "EvictionBlocked"]
+    assert (blocked.pod, blocked.type, blocked.action) == ("ns/vip", "Warning", "Preempting")
+    assert blocked.message == (
+        "Eviction of victim ns/low blocked by PodDisruptionBudget ns/protect-low: The disruption budget "
+        "protect-low is still being processed by the server; retrying for up to 5s (evictionTimeoutSeconds), "
+        "then deleting it"
+    )
+    # kube's own messages are unchanged.
+    assert [e.message for e in client.events if e.reason == "Preempted"] == ["Preempted by pod uid-vip on node n2"]
+
+
+async def test_refusals_without_retry_after_are_retried_every_second_and_reported_once() -> None:
+    sched, inf, client = with_removal("evict-then-delete", evictionTimeoutSeconds=3)
+    time = fake_time(sched)
+    both_protected(inf)
+    client.evict_refusals["ns/low"] = refusal("protect-low")
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [1.0, 1.0, 1.0]
+    assert client.eviction_attempts == ["ns/low"] * 4
+    assert client.deleted == ["ns/low"]
+    assert len([e for e in client.events if e.reason == "EvictionBlocked"]) == 1
+
+
+async def test_a_budget_that_frees_up_within_the_eviction_budget_gets_an_eviction_not_a_deletion() -> None:
+    sched, inf, client = with_removal("evict-then-delete")
+    time = fake_time(sched)
+    both_protected(inf)
+    client.evict_errors["ns/low"] = refusal("protect-low")  # refused once, then allowed
+    evicted = evictions("evicted")
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [1.0]
+    assert client.evicted == ["ns/low"] and client.deleted == []
+    assert evictions("evicted") == evicted + 1
+    assert len([e for e in client.events if e.reason == "EvictionBlocked"]) == 1
+
+
+async def test_a_zero_budget_deletes_at_the_first_refusal() -> None:
+    sched, inf, client = with_removal("evict-then-delete", evictionTimeoutSeconds=0)
+    time = fake_time(sched)
+    both_protected(inf)
+    client.evict_refusals["ns/low"] = refusal("protect-low", retry_after=10)
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [] and client.eviction_attempts == ["ns/low"] and client.deleted == ["ns/low"]
+
+
+async def test_evict_mode_gives_up_on_the_candidate_when_the_budget_is_spent() -> None:
+    sched, inf, client = with_removal("evict", evictionTimeoutSeconds=2)
+    time = fake_time(sched)
+    two_full_nodes(inf)
+    client.evict_refusals["ns/low"] = refusal("protect-low", retry_after=10)  # the informer lags
+    blocked = evictions("blocked_by_pdb")
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [2.0]
+    assert client.deleted == [] and evictions("blocked_by_pdb") == blocked + 1
+    (event,) = [e for e in client.events if e.reason == "EvictionBlocked"]
+    assert event.message.endswith("retrying for up to 2s (evictionTimeoutSeconds), then giving up on node n2")
+    await run_queue(sched)  # the preemptor's retry takes the next-best candidate
+    assert client.evicted == ["ns/mid"] and client.nominations == {"ns/vip": "n1"}
+
+
+async def test_an_overloaded_apiserver_is_waited_for_within_the_budget_then_an_error() -> None:
+    # A 429 without a DisruptionBudget cause (API Priority and Fairness) is not a PDB: no event, and
+    # once the budget is spent the victim is not deleted for it.
+    sched, inf, client = with_removal("evict-then-delete", evictionTimeoutSeconds=2)
+    time = fake_time(sched)
+    both_protected(inf)
+    client.evict_refusals["ns/low"] = ApiError(429, "Too many requests, please try again later.", "TooManyRequests", 1)
+    errors = evictions("error")
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert time.slept == [1.0, 1.0]
+    assert client.deleted == [] and evictions("error") == errors + 1
+    assert not [e for e in client.events if e.reason == "EvictionBlocked"]
+
+
+async def test_waiting_out_an_eviction_budget_blocks_neither_the_loop_nor_other_pods_binds() -> None:
+    sched, inf, client = with_removal("evict-then-delete")
+    both_protected(inf)
+    inf.on_node("ADDED", raw_node("n3", cpu="1"))
+    client.evict_refusals["ns/low"] = refusal("protect-low")
+    gate = asyncio.Event()
+    executor = plugin(sched).executor
+
+    async def held(seconds: float) -> None:
+        await gate.wait()
+
+    executor.sleep = held
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    info = sched.queue.pop_nowait()
+    assert info is not None
+    sched.schedule_one(info)
+    await asyncio.sleep(0.01)
+    assert executor.is_running("uid-vip") and client.eviction_attempts == ["ns/low"]
+    # While the preemption waits, another pod is scheduled and bound.
+    inf.on_pod("ADDED", raw_pod("other", cpu="1"))
+    other = sched.queue.pop_nowait()
+    assert other is not None and other.pod.name == "other"
+    sched.schedule_one(other)
+    await asyncio.sleep(0.01)
+    assert client.bindings == {"ns/other": "n3"}
+    executor.clock = lambda: float("inf")  # the budget is spent when the wait ends
+    gate.set()
+    await sched.drain()
+    assert client.deleted == ["ns/low"]
+
+
+def test_eviction_refusal_names_the_pdb() -> None:
+    from plugins.defaultpreemption.executor import blocking_pdb
+
+    assert refusal("protect-low").disruption_budget == (
+        "The disruption budget protect-low needs 1 healthy pods and has 1 currently"
+    )
+    assert ApiError(429, "slow down", "TooManyRequests", 1).disruption_budget is None
+    assert blocking_pdb("ns", "The disruption budget protect-low is still being processed by the server.") == (
+        "ns/protect-low"
+    )
+    assert blocking_pdb("ns", "something else") == "something else"

@@ -15,7 +15,7 @@ from typing import Any
 from scheduler.api.fake import FakeApiClient
 from scheduler.model.objects import Pod
 from scheduler.model.selectors import label_selector
-from tests.unit.test_preemption import TOO_MANY, pdb, plugin, running, with_removal
+from tests.unit.test_preemption import TOO_MANY, fake_time, pdb, plugin, running, with_removal
 from tests.unit.test_schedule_one import raw_node, raw_pod, run_queue
 
 APPS = ("a", "b", "c")
@@ -47,7 +47,8 @@ async def run_mode(mode: str, cluster: dict[str, Any], seed: int) -> tuple[FakeA
             selector = label_selector(raw["spec"]["selector"])
             for pod in cluster["pods"]:
                 if selector.matches(pod["metadata"]["labels"]):
-                    client.evict_errors[f"ns/{pod['metadata']['name']}"] = TOO_MANY
+                    client.evict_refusals[f"ns/{pod['metadata']['name']}"] = TOO_MANY
+    fake_time(sched)
     preemption = plugin(sched)
     preemption.rng = random.Random(seed)
     chosen: list[Any] = []

@@ -16,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from scheduler.api.client import ApiError
+from scheduler.api.dispatcher import pod_scheduled_condition
 from scheduler.api.events import EventBroadcaster
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -24,7 +25,7 @@ from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.types import CycleState, NodeToStatus, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
-from scheduler.schedule_one import Scheduler, pod_scheduled_condition
+from scheduler.schedule_one import Scheduler
 
 NAME = "secondary-scheduler"
 FORBIDDEN = ApiError(403, 'events.events.k8s.io is forbidden: User "sched" cannot create resource', "Forbidden")
@@ -57,7 +58,8 @@ def setup() -> tuple[Scheduler, Informers, FakeApiClient]:
     client = FakeApiClient()
     sched = build_scheduler(default_config(), full_registry(), client, {})
     sched.event_broadcaster = EventBroadcaster(client, retry_sleep=0.0)
-    sched.recorders = {name: sched.event_broadcaster.new_recorder(name) for name in sched.frameworks}
+    # In place: the status dispatcher and the plugins' handles hold this same mapping.
+    sched.recorders.update({name: sched.event_broadcaster.new_recorder(name) for name in sched.frameworks})
     sched.rng = random.Random(7)
     return sched, Informers(sched), client
 
@@ -198,8 +200,8 @@ async def test_a_newer_report_supersedes_a_pending_one() -> None:
     inf.on_node("ADDED", raw_node("n"))
     inf.on_pod("ADDED", raw_pod())
     pod = sched.pending_pods["uid-p"]
-    sched.report_failure(pod, "SchedulerError", "first", None)
-    sched.report_failure(pod, "Unschedulable", "second", None)
+    sched.status_writes.report(pod, "SchedulerError", "first", None)
+    sched.status_writes.report(pod, "Unschedulable", "second", None)
     await sched.drain()
     assert [p.condition["message"] for p in client.status_patches if p.condition] == ["second"]
 
@@ -210,11 +212,11 @@ async def test_every_failure_has_its_event_even_when_its_report_is_cancelled() -
     inf.on_node("ADDED", raw_node("n"))
     inf.on_pod("ADDED", raw_pod())
     pod = sched.pending_pods["uid-p"]
-    sched.report_failure(pod, "Unschedulable", UNFIT, None)
+    sched.status_writes.report(pod, "Unschedulable", UNFIT, None)
     await asyncio.sleep(0)  # its patch is on the wire
-    sched.report_failure(pod, "Unschedulable", UNFIT, None)  # waits for it...
-    sched.report_failure(pod, "Unschedulable", UNFIT, None)  # ...and is superseded before it ran
-    settled = asyncio.ensure_future(sched.settle_status_report("uid-p"))  # then the pod is bound
+    sched.status_writes.report(pod, "Unschedulable", UNFIT, None)  # waits for it...
+    sched.status_writes.report(pod, "Unschedulable", UNFIT, None)  # ...and is superseded before it ran
+    settled = asyncio.ensure_future(sched.status_writes.settle("uid-p"))  # then the pod is bound
     client.patch_gate.set()
     await settled
     await sched.drain()
@@ -438,7 +440,7 @@ async def test_a_long_message_is_cut_in_the_event_but_not_in_the_condition() -> 
     message = "0/5000 nodes are available: " + ", ".join(
         f"{i} node(s) had untolerated taint {{k{i}: v}}" for i in range(60)
     )
-    sched.report_failure(pod, "Unschedulable", message, None)
+    sched.status_writes.report(pod, "Unschedulable", message, None)
     await sched.drain()
     assert client.conditions["ns/p"]["message"] == message
     (event,) = client.events

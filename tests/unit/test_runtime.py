@@ -332,3 +332,36 @@ async def test_pre_bind_rejection_keeps_its_reasons() -> None:
     fw = make(preBind=[PreBinder("A", Recorder(), Status.unschedulable("no room", plugin="A"))])
     status = await fw.run_pre_bind(CycleState(), POD, "n")
     assert status == Status.unschedulable("no room", plugin="A")
+
+
+def test_a_handle_nothing_wired_fails_loudly_where_a_plugin_reaches_the_scheduler() -> None:
+    """No silent placeholders: before `wire`, activate/spawn/pod_exists/nominator/events raise."""
+    from scheduler.framework.runtime import HandleNotWired
+
+    handle = FrameworkHandle(FakeApiClient(), Snapshot())
+    reaches = (
+        lambda: handle.activate,
+        lambda: handle.spawn,
+        lambda: handle.pod_exists,
+        lambda: handle.nominator,
+        lambda: handle.event_recorder("any"),
+    )
+    for reach in reaches:
+        with pytest.raises(HandleNotWired, match="used before wire"):
+            reach()
+
+
+def test_the_scheduler_wires_every_profiles_handle_when_it_is_built() -> None:
+    from scheduler.app import build_scheduler, full_registry
+    from scheduler.config import default_config
+
+    sched = build_scheduler(default_config("secondary-scheduler"), full_registry(), FakeApiClient(), {})
+    for fw in sched.frameworks.values():
+        wiring = fw.handle.wiring
+        assert fw.handle.snapshot is sched.snapshot is wiring.snapshot
+        assert (wiring.activate, wiring.spawn, wiring.pod_exists) == (
+            sched.queue.activate,
+            sched.spawn,
+            sched.pod_exists,
+        )
+        assert wiring.nominator is sched.nominator and wiring.recorders is sched.recorders

@@ -328,7 +328,7 @@ def cached_and_fresh_pre_filter(
 
 
 async def test_spread_counts_kept_across_cycles_match_a_fresh_count() -> None:
-    from plugins.podtopologyspread import PRE_FILTER_KEY as SPREAD_KEY
+    from plugins.podtopologyspread.filtering import PRE_FILTER_KEY as SPREAD_KEY
 
     sched, inf, client = setup()
     zoned_nodes(inf, 9, 3)
@@ -353,7 +353,7 @@ async def test_spread_counts_kept_across_cycles_match_a_fresh_count() -> None:
 
 
 async def test_anti_affinity_counts_kept_across_cycles_match_a_fresh_count() -> None:
-    from plugins.interpodaffinity import PRE_FILTER_KEY as AFFINITY_KEY
+    from plugins.interpodaffinity.filtering import PRE_FILTER_KEY as AFFINITY_KEY
 
     sched, inf, client = setup()
     zoned_nodes(inf, 6, 2)

@@ -8,6 +8,7 @@ preemption/util_test.go (TestFilterVictimsWithPDBViolation).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,11 +21,11 @@ from plugins.defaultpreemption.victims import select_victims_on_node, split_by_p
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import default_config
-from scheduler.framework.runtime import Framework, FrameworkHandle
+from scheduler.framework.runtime import Framework, FrameworkHandle, Wiring
 from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod, PodDisruptionBudget
 from scheduler.profile import build_profiles
-from tests.builders import PodBuilder, make_node, make_pod, node_info, snapshot
+from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info, snapshot
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL = {"cpu": "100m", "memory": "100"}
@@ -35,7 +36,9 @@ PROFILE = "secondary-scheduler"
 
 
 def framework(infos: Sequence[NodeInfo]) -> tuple[Framework, DefaultPreemption]:
-    handle = FrameworkHandle(FakeApiClient(), snapshot(*infos))
+    snap = snapshot(*infos)
+    handle = FrameworkHandle(FakeApiClient(), snap)
+    handle.wire(Wiring.standalone(snap))
     fw = build_profiles(default_config(PROFILE), _registry(), handle)[PROFILE]
     plugin = fw.post_filter_plugins[0]
     assert isinstance(plugin, DefaultPreemption)
@@ -430,6 +433,18 @@ def test_args_defaults_and_errors() -> None:
     assert parse_args({"victimRemoval": "evict"}).victim_removal == "evict"
 
 
+def test_eviction_timeout_defaults_to_five_seconds_and_is_validated() -> None:
+    assert parse_args({}).eviction_timeout_seconds == 5
+    assert parse_args({"evictionTimeoutSeconds": 0}).eviction_timeout_seconds == 0
+    assert parse_args({"evictionTimeoutSeconds": 300}).eviction_timeout_seconds == 300
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: -1: not in valid range \[0, 300\]$"):
+        parse_args({"evictionTimeoutSeconds": -1})
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: 5000: not in valid range"):
+        parse_args({"evictionTimeoutSeconds": 5000})  # milliseconds meant
+    with pytest.raises(ValueError, match=r"^evictionTimeoutSeconds: Invalid value: '5s': must be an integer$"):
+        parse_args({"evictionTimeoutSeconds": "5s"})
+
+
 def test_snapshot_is_left_untouched_by_the_dry_run() -> None:
     infos = cluster(["node1"], [victim("low", "node1", LOW, LARGE)], LARGE)
     before = (len(infos[0].pods), infos[0].requested.milli_cpu)
@@ -615,7 +630,7 @@ async def test_post_filter(
             )
         )
     started: list[Any] = []
-    fw.handle.spawn = started.append
+    fw.handle.wire(dataclasses.replace(fw.handle.wiring, spawn=started.append))
     pod = preemptor.spec(schedulerName=PROFILE).obj()
     state = prefiltered(fw, pod, infos)
     nominated, status = plugin.post_filter(state, pod, NodeToStatus(statuses, UNRESOLVABLE))

@@ -16,7 +16,7 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.runtime import FrameworkHandle
 from scheduler.framework.types import CycleState
-from tests.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info, run_score
+from scheduler.testing.builders import NodeBuilder, PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
 MB = 1024 * 1024
 

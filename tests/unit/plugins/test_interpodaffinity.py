@@ -12,20 +12,17 @@ from typing import Any
 
 import pytest
 
-from plugins.interpodaffinity import (
+from plugins.interpodaffinity import InterPodAffinity, _node_changed, _pod_changed, parse_args
+from plugins.interpodaffinity.filtering import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
     PRE_FILTER_KEY,
-    InterPodAffinity,
-    _node_changed,
-    _pod_changed,
-    parse_args,
 )
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
-from tests.builders import (
+from scheduler.testing.builders import (
     NodeBuilder,
     PodBuilder,
     affinity_term,
@@ -1082,7 +1079,7 @@ def test_node_hint(pending: PodBuilder, old: NodeBuilder | None, new_node: NodeB
 
 def test_hints_queue_unexpected_objects() -> None:
     pending = WANTS_FOO.obj()
-    assert _pod_changed(pending, None, "not a pod") == QueueingHint.QUEUE
+    assert _pod_changed(pending, None, NodeBuilder("n").obj()) == QueueingHint.QUEUE
     assert _node_changed(pending, None, None) == QueueingHint.QUEUE
 
 
@@ -1170,10 +1167,35 @@ def test_pods_differing_only_in_labels_no_term_selects_share_the_kept_counts() -
         incoming = make_pod(f"s{n}", "default").label("signature", f"signature-label-{n}").label("app", "web")
         incoming.pod_affinity(zone)
         assert verdicts(kept, incoming.obj()) == verdicts(fresh(), incoming.obj())
-        entries.append(len(kept._counts._entries))
+        entries.append(len(kept._filtering._counts._entries))
     # The first cycle learns which keys the existing terms select on (a second entry, once); after
     # that pods with other signatures reuse it.
     assert entries == [1, 2, 2, 2]
     blue = make_pod("blue", "default").label("signature", "x").label("app", "web").label("color", "blue")
     got = verdicts(kept, blue.pod_affinity(zone).obj())
     assert got == verdicts(fresh(), blue.obj()) and EXISTING in got  # the existing pods repel it
+
+
+def test_kept_counts_are_keyed_on_what_they_read() -> None:
+    """PreFilter's kept counts read the pod's required terms, not its preferred ones: pods that
+    differ only in preferred terms share them (and PreScore's kept weights read only preferred)."""
+    from scheduler.api.fake import FakeApiClient
+    from scheduler.cache.cache import Cache
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
+
+    cache, snap = Cache(), Snapshot()
+    for i in range(4):
+        cache.add_or_update_node(make_node(f"n{i}").label("zone", f"z{i % 2}").obj())
+    cache.add_pod(make_pod("e0", "default").node("n0").label("app", "web").obj())
+    cache.update_snapshot(snap)
+    plugin = InterPodAffinity(parse_args({}), FrameworkHandle(FakeApiClient(), snap, StaticNamespaces({})))
+    zone = affinity_term("zone", label_selector({"app": "web"}))
+    for weight in (10, 20, 30):
+        builder = make_pod(f"p{weight}", "default").label("app", "web").pod_affinity(zone)
+        pod = builder.preferred_pod_anti_affinity(weight, affinity_term("zone", label_selector({"app": "db"}))).obj()
+        state = CycleState()
+        assert plugin.pre_filter(state, pod, snap.list()) == (None, None)
+        plugin.pre_score(state, pod, snap.list())
+    assert len(plugin._filtering._counts._entries) == 1
+    assert len(plugin._scoring._scores._entries) == 3

@@ -14,8 +14,9 @@ from plugins.nodeaffinity import (
     parse_args,
 )
 from scheduler.framework.types import Code, CycleState, PreFilterResult, QueueingHint, Status
+from scheduler.model.objects import Pod
 from scheduler.model.selectors import SelectorError
-from tests.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, run_score, term
+from scheduler.testing.builders import PodBuilder, expr, make_node, make_pod, name_in, node_info, run_score, term
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -313,3 +314,49 @@ def test_node_change_hint(args: dict[str, Any], pod: Any, old: Any, new: Any, hi
     (registered,) = NodeAffinity(parse_args(args)).events_to_register()
     assert registered.hint is not None
     assert registered.hint(pod, old, new) is hint
+
+
+def test_batch_forms_key_on_the_enforced_affinity_not_on_the_plugin_object() -> None:
+    """The node table's derived masks outlive a plugin: a key naming the plugin by id() hands a
+    later plugin, built at the reused address with another addedAffinity, the old plugin's mask."""
+    from scheduler.testing.builders import snapshot
+
+    snap = snapshot(*(node_info(make_node(n).label("zone", n)) for n in ("a", "b")))
+    pod = make_pod("p").node_selector(zone="a").obj()
+    only_a, only_b = (parse_args(added_required(term(expr("zone", "In", z)))) for z in ("a", "b"))
+
+    def mask(plugin: NodeAffinity) -> list[bool]:
+        state = CycleState()
+        plugin.pre_filter(state, pod, snap.list())
+        return list(plugin.filter_batch(state, pod, snap.table))
+
+    first = NodeAffinity(only_a)
+    assert mask(first) == [True, False]
+    address = id(first)
+    del first
+    alive = []  # CPython hands a freed address out again; keep the misses so the next try differs
+    for _ in range(100):
+        later = NodeAffinity(only_b)
+        if id(later) == address:
+            break
+        alive.append(later)
+    else:
+        pytest.fail("no plugin got the freed address: the stale-key case was not exercised")
+    assert mask(later) == [False, False]
+
+
+def test_batch_forms_share_masks_between_pods_and_profiles_alike() -> None:
+    """Keyed on what the rule reads: the same required affinity written differently (a number as
+    a string), or a second plugin with the same addedAffinity, reuse the first mask."""
+    from scheduler.testing.builders import snapshot
+
+    snap = snapshot(*(node_info(make_node(n).label("zone", n).label("gen", "1")) for n in ("a", "b")))
+    args = parse_args(added_required(term(expr("zone", "In", "a", "b"))))
+    first = Pod.from_raw({**make_pod("p1").obj().raw, "spec": {"nodeSelector": {"gen": 1}}})
+    second = make_pod("p2").node_selector(gen="1").obj()
+    masks = []
+    for plugin, pod in ((NodeAffinity(args), first), (NodeAffinity(args), second)):
+        state = CycleState()
+        plugin.pre_filter(state, pod, snap.list())
+        masks.append(plugin.filter_batch(state, pod, snap.table))
+    assert masks[0] is masks[1]

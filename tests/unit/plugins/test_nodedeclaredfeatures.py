@@ -23,7 +23,7 @@ from plugins.nodedeclaredfeatures import (
 )
 from plugins.nodedeclaredfeatures.features import ALL_FEATURES, DEFAULT_REGISTRY, Feature, Registry
 from scheduler.framework.types import Code, CycleState, QueueingHint
-from tests.builders import make_node, make_pod, node_info, snapshot
+from scheduler.testing.builders import make_node, make_pod, node_info, snapshot
 
 FEATURE_1, FEATURE_2 = "TestFeature1", "TestFeature2"
 

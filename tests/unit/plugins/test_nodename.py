@@ -6,7 +6,7 @@ import pytest
 
 from plugins.nodename import ERR_REASON, NodeName
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource
-from tests.builders import PodBuilder, make_node, make_pod, node_info
+from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info
 
 
 @pytest.mark.parametrize(

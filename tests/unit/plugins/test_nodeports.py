@@ -8,7 +8,7 @@ import pytest
 
 from plugins.nodeports import ERR_REASON, NodePorts
 from scheduler.framework.types import Code, CycleState, EventResource, NodeInfo, QueueingHint
-from tests.builders import PodBuilder, make_node, make_pod, node_info
+from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info
 
 
 def with_ports(name: str, *ports: str, node: str = "m1") -> PodBuilder:

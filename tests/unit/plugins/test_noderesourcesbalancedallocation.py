@@ -13,7 +13,7 @@ import pytest
 
 from plugins.noderesourcesbalancedallocation import NodeResourcesBalancedAllocation, balanced_score, parse_args
 from scheduler.framework.types import Code, CycleState
-from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, run_score
+from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, run_score
 
 GPU = "nvidia.com/gpu"
 DEFAULT = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
@@ -195,3 +195,33 @@ def test_factory_builds_from_empty_args() -> None:
 
     plugin = noderesourcesbalancedallocation.new({}, make_handle())
     assert plugin.resources == ("cpu", "memory")
+
+
+@pytest.mark.parametrize(
+    ("capacity", "existing"),
+    [
+        # Two bound 5E-memory pods: the node's requested memory wraps to a negative number (as in kube).
+        ({"cpu": "4", "memory": "32Gi"}, [{"memory": "5E"}, {"memory": "5E"}]),
+        # cpu 9223372036854775807: kube's MilliValue wraps to -1000, a negative allocatable.
+        ({"cpu": "9223372036854775807", "memory": "32Gi"}, []),
+    ],
+)
+def test_negative_fractions_count_as_zero_in_both_forms(
+    capacity: dict[str, str], existing: list[dict[str, str]]
+) -> None:
+    # kube's fraction would be hugely negative, its score far below 0, and its framework would fail
+    # the cycle of every pod scoring this node; here the node gets a score in range, the same
+    # through the per-node and the batch form.
+    pods = [make_pod(f"e{i}").node("n").req(amounts) for i, amounts in enumerate(existing)]
+    infos = [node_info(make_node("n").capacity(capacity), *pods)]
+    handle = make_handle(*infos)
+    plugin = NodeResourcesBalancedAllocation(parse_args({}))
+    pod = cpu_and_memory("p").obj()
+    state = CycleState()
+    assert plugin.pre_score(state, pod, infos) is None
+    (score,) = run_score(plugin, state, pod, infos)
+    assert 50 <= score <= 100
+    table = handle.snapshot.table  # type: ignore[attr-defined]
+    batch = plugin.score_batch(state, pod, table, table.arange)
+    assert batch is not None
+    assert batch.tolist() == [score]

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 
 import plugins.noderesourcesfit as fit
+from plugins.helper.shape_score import broken_linear
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
-from tests.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
+from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"
@@ -953,7 +954,7 @@ def test_zero_weight_defaults_to_one_as_v1_config_does() -> None:
     ],
 )
 def test_broken_linear_function(points: list[tuple[int, int]], assertions: list[tuple[int, int]]) -> None:
-    function = fit.broken_linear(points)
+    function = broken_linear(points)
     assert [function(p) for p, _ in assertions] == [want for _, want in assertions]
 
 
@@ -1115,3 +1116,74 @@ def test_is_schedulable_after_assigned_pod_scale_down(
 def test_assigned_pod_finishing_requeues() -> None:
     assigned = req(CPU1, node="fake", name="pod2")
     assert fit._pod_freed(req(CPU1).obj(), assigned.obj(), assigned.phase("Succeeded").obj()) == QueueingHint.QUEUE
+
+
+# ---- quantities at int64's edge (issue 18) ---------------------------------------------------
+# kube's numbers below come from its own formulas run in Go (int64 products wrap, divisions
+# truncate) for a 100m / 100Mi pod on an empty node: least_allocated.go's per-resource score and
+# the weighted average.
+
+
+@pytest.mark.parametrize(
+    ("capacity", "least", "most"),
+    [
+        # cpu 1e14 cores: (capacity - requested) * 100 wraps to a negative number; kube's cpu score
+        # is -84 (Go truncates; numpy's floor division gave -85), the average (-84 + 99) / 2 = 7.
+        ({"cpu": "100e12", "memory": "32Gi"}, 7, 0),
+        # cpu 2e14: the wrap lands at +7 for cpu; (7 + 99) / 2 = 53.
+        ({"cpu": "200e12", "memory": "32Gi"}, 53, 0),
+        # memory 100P: memory's score is -84, (97 - 84) / 2 = 6; MostAllocated (2 + 0) / 2 = 1.
+        ({"cpu": "4", "memory": "100P"}, 6, 1),
+        # Both: kube's average is -84, outside [0, 100], and kube fails the cycle of every pod that
+        # scores this node. Clamped here: the node only ranks itself last.
+        ({"cpu": "100e12", "memory": "100P"}, 0, 0),
+    ],
+)
+def test_scores_with_huge_capacities_follow_kubes_int64_arithmetic(
+    capacity: dict[str, str], least: int, most: int
+) -> None:
+    pod = make_pod("p").container(requests={"cpu": "100m", "memory": "100Mi"})
+    nodes = nodes_with(capacity)
+    assert score_nodes({}, pod, nodes) == [least]
+    most_args = {"scoringStrategy": {"type": "MostAllocated", "resources": DEFAULT_RESOURCES}}
+    assert score_nodes(most_args, pod, nodes) == [most]
+
+
+def test_scores_on_a_node_whose_requested_memory_wrapped_stay_in_range() -> None:
+    # Two bound 5E-memory pods: the node's requested memory wraps to -8446744073709551616, as in kube.
+    existing = [make_pod(f"e{i}").node("node1").container(requests={"memory": "5E"}) for i in range(2)]
+    pod = make_pod("p").container(requests={"cpu": "100m", "memory": "100Mi"})
+    for strategy in ("LeastAllocated", "MostAllocated"):
+        args = {"scoringStrategy": {"type": strategy, "resources": DEFAULT_RESOURCES}}
+        (score,) = score_nodes(args, pod, nodes_with({"cpu": "4", "memory": "32Gi"}), existing)
+        assert 0 <= score <= 100
+    ratio = {
+        "scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "resources": DEFAULT_RESOURCES,
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]},
+        }
+    }
+    (score,) = score_nodes(ratio, pod, nodes_with({"cpu": "4", "memory": "32Gi"}), existing)
+    assert 0 <= score <= 100
+
+
+def test_a_pod_whose_request_is_beyond_int64_is_rejected_at_prefilter_naming_the_field() -> None:
+    # kube counts 1e16 cpu as 0 millicores (MilliValue of int64Amount{1, 16} overflows) and would
+    # place the pod anywhere; here it stays pending with the field named.
+    pod = make_pod("huge").container(requests={"cpu": "10e15"}).obj()
+    plugin = fit.new({}, make_handle())
+    _, status = plugin.pre_filter(CycleState(), pod, [])
+    assert status == Status(
+        UU,
+        ("pod default/huge: spec.containers[0].resources.requests.cpu: 10e15 is beyond int64 millicores",),
+        plugin=fit.NAME,
+    )
+
+
+def test_no_cluster_event_requeues_a_pod_whose_request_is_beyond_int64() -> None:
+    pod = make_pod("huge").container(requests={"cpu": "10e15"}).obj()
+    bigger = make_node("n").capacity(cpu="64", memory="1Ti", pods="110").obj()
+    bound = make_pod("b").node("n").container(requests={"cpu": "1"}).obj()
+    assert fit._node_grew(pod, None, bigger) == QueueingHint.SKIP
+    assert fit._pod_freed(pod, bound, None) == QueueingHint.SKIP

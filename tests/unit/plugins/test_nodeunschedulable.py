@@ -8,7 +8,7 @@ import pytest
 
 from plugins.nodeunschedulable import ERR_REASON_UNSCHEDULABLE, NodeUnschedulable
 from scheduler.framework.types import Code, CycleState, EventResource, QueueingHint
-from tests.builders import PodBuilder, make_node, make_pod, node_info
+from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info
 
 UNSCHEDULABLE_KEY = "node.kubernetes.io/unschedulable"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from plugins import nodevolumelimits
-from plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED
+from plugins.nodevolumelimits.filtering import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.runtime import FrameworkHandle
@@ -23,7 +23,7 @@ from scheduler.framework.volumes import (
     VolumeStore,
 )
 from scheduler.model.objects import Pod
-from tests.builders import make_node, make_pod
+from scheduler.testing.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 EBS = "ebs.csi.aws.com"
@@ -330,14 +330,14 @@ def test_one_cycle_reads_the_incoming_pods_volumes_once_per_csinode_presence() -
     nodes = [NodeInfo(make_node(NODE).obj()), NodeInfo(make_node("node-without-csinode").obj())]
     plugin = nodevolumelimits.new({}, FrameworkHandle(FakeApiClient(), in_snapshot(*nodes), volumes=store))
     calls: list[bool] = []
-    real = plugin.attachable_volumes
+    real = plugin._filtering.attachable_volumes
 
     def counting(pod: Pod, csi_node: Raw | None, new_pod: bool, sources: Any = None) -> dict[str, str]:
         if new_pod:
             calls.append(csi_node is not None)
         return real(pod, csi_node, new_pod, sources)
 
-    plugin.attachable_volumes = counting  # type: ignore[method-assign,assignment]
+    plugin._filtering.attachable_volumes = counting  # type: ignore[method-assign,assignment]
     incoming = pvc_pod(f"csi-{EBS}-0", f"csi-{EBS}-1", name="new")
     state = CycleState()
     assert plugin.pre_filter(state, incoming, nodes) == (None, None)

@@ -13,20 +13,19 @@ from typing import Any
 
 import pytest
 
-from plugins.podtopologyspread import (
+from plugins.podtopologyspread import PodTopologySpread, new
+from plugins.podtopologyspread.constraints import NO_DOMAIN_MINIMUM, topology_normalizing_weight
+from plugins.podtopologyspread.defaults import StaticWorkloads, default_selector, parse_args
+from plugins.podtopologyspread.filtering import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PRE_FILTER_KEY,
-    PRE_SCORE_KEY,
-    PodTopologySpread,
-    new,
 )
-from plugins.podtopologyspread.constraints import NO_DOMAIN_MINIMUM, topology_normalizing_weight
-from plugins.podtopologyspread.defaults import StaticWorkloads, default_selector, parse_args
+from plugins.podtopologyspread.scoring import PRE_SCORE_KEY
 from plugins.registry import in_tree_registry
 from scheduler.framework.types import ActionType, Code, CycleState, EventResource, NodeInfo, QueueingHint, Status
 from scheduler.model.objects import Pod
-from tests.builders import (
+from scheduler.testing.builders import (
     NodeBuilder,
     PodBuilder,
     expr,
@@ -1964,7 +1963,7 @@ def test_node_hint(old: NodeBuilder | None, new_node: NodeBuilder | None, want: 
 def test_hints_queue_unexpected_objects() -> None:
     pl = hint_plugin()
     pod = ON_NODE.obj()
-    assert pl._pod_changed(pod, None, "not a pod") == QueueingHint.QUEUE
+    assert pl._pod_changed(pod, None, NodeBuilder("n").obj()) == QueueingHint.QUEUE
     assert pl._node_changed(pod, None, None) == QueueingHint.QUEUE
 
 
@@ -1979,3 +1978,17 @@ def test_events_registered() -> None:
         ),
     ]
     assert all(e.hint is not None for e in events)
+
+
+def test_kept_counts_are_keyed_on_what_they_read() -> None:
+    """The kept counts read the pod's parsed node affinity and tolerations: pods that differ only in
+    what the rule ignores (a toleration's tolerationSeconds) share them."""
+    infos = cluster([zn("n1", "z1"), zn("n2", "z2")], [on("n1", "foo")])
+    pl = plugin(infos)
+    nodes = pl._filtering.handle.snapshot.list()
+    for seconds in (10, 20, 30):
+        builder = incoming("foo").spread_constraint(1, "zone", HARD, label_selector(None, expr("foo", "Exists")))
+        builder.toleration("dedicated", "x", "NoExecute").raw["spec"]["tolerations"][0]["tolerationSeconds"] = seconds
+        pod = builder.obj()
+        assert pre_filter(pl, pod, nodes)[1] is None
+    assert len(pl._filtering._counts._entries) == 1

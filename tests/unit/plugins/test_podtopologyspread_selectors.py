@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from plugins.podtopologyspread import ERR_REASON_CONSTRAINTS_NOT_MATCH
+from plugins.podtopologyspread.filtering import ERR_REASON_CONSTRAINTS_NOT_MATCH
 from scheduler.framework.types import Code
-from tests.builders import label_selector
+from scheduler.testing.builders import label_selector
 from tests.unit.plugins.test_podtopologyspread import HARD, cluster, incoming, on, plugin, pre_filter, zn
 
 NODES = [zn("node-a", "zone1"), zn("node-b", "zone2")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plugins.registry import IN_TREE, in_tree_registry
-from tests.builders import make_handle
+from scheduler.testing.builders import make_handle
 
 DEFAULT_PLUGINS = [
     "DynamicResources",

@@ -21,7 +21,7 @@ from scheduler.model.selectors import (
     required_node_affinity,
     tolerates,
 )
-from tests.builders import expr, make_node, make_pod, name_in, term
+from scheduler.testing.builders import expr, make_node, make_pod, name_in, term
 
 LABELS = {"zone": "a", "gpu": "nvidia", "cores": "8"}
 

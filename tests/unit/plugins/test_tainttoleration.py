@@ -8,7 +8,7 @@ import pytest
 
 from plugins.tainttoleration import ERR_REASON_UNTOLERATED, TaintToleration
 from scheduler.framework.types import Code, CycleState, EventResource, QueueingHint
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, node_info, run_score
+from scheduler.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod, node_info, run_score
 
 
 def tainted(name: str, *taints: tuple[str, str, str]) -> NodeBuilder:

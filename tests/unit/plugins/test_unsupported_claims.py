@@ -18,7 +18,7 @@ from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.framework.types import Code, CycleState
 from scheduler.informers import Informers
-from tests.builders import make_pod
+from scheduler.testing.builders import make_pod
 
 NAME = "secondary-scheduler"
 

@@ -3,6 +3,7 @@ assume cache, Reserve/Unreserve and PreBind against the fake client."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.runtime import FrameworkHandle
+from scheduler.framework.runtime import FrameworkHandle, Wiring
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.framework.volumes import (
     CSI_DRIVER,
@@ -33,7 +34,7 @@ from scheduler.framework.volumes import (
 )
 from scheduler.model.objects import Node, Pod
 from scheduler.model.volumes import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
-from tests.builders import make_node, make_pod
+from scheduler.testing.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 HOSTNAME = "kubernetes.io/hostname"
@@ -145,9 +146,9 @@ class World:
             snapshot.node_info_list.append(info)
         self.nodes = [snapshot.node_info_map[n.name] for n in nodes]
         self.client = FakeApiClient()
-        self.plugin: VolumeBinding = volumebinding.new(
-            args or {}, FrameworkHandle(self.client, snapshot, volumes=self.store)
-        )
+        self.handle = FrameworkHandle(self.client, snapshot, volumes=self.store)
+        self.handle.wire(Wiring.standalone(snapshot))
+        self.plugin: VolumeBinding = volumebinding.new(args or {}, self.handle)
 
     def run(self, pod: Pod) -> tuple[Status | None, list[Status | None], list[int], CycleState]:
         state = CycleState()
@@ -524,7 +525,7 @@ async def test_pre_bind_stops_when_the_pod_was_deleted() -> None:
     )
     pod = pod_with_claims("claim")
     gone: set[str] = set()
-    world.plugin.handle.pod_exists = lambda p: p.uid not in gone
+    world.handle.wire(dataclasses.replace(world.handle.wiring, pod_exists=lambda p: p.uid not in gone))
     _, _, _, state = world.run(pod)
     assert world.plugin.reserve(state, pod, "node-a") is None
     gone.add(pod.uid)

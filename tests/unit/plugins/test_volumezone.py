@@ -14,7 +14,7 @@ from scheduler.framework.runtime import FrameworkHandle
 from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
 from scheduler.framework.volumes import PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, VolumeStore
 from scheduler.model.objects import Pod
-from tests.builders import make_node, make_pod
+from scheduler.testing.builders import make_node, make_pod
 
 Raw = dict[str, Any]
 

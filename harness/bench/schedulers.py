@@ -1,0 +1,127 @@
+"""The schedulers a benchmark measures, each started on a fresh control plane.
+
+Owns: starting and stopping each scheduler under test with a schedulerName of its own — ours
+(`python -m scheduler run --no-leader-elect`), kube-scheduler from the harness (leader election
+off, client QPS/burst 5000 as scheduler_perf sets them) and the null binder (round-robin binds,
+no logic: the apiserver's own limit) — and handing the runner its pid (for /proc readings) and a
+way to read its Prometheus metrics when it has any.
+
+Must never: create workload objects or measure anything itself (runner.py does).
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+
+from harness.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, tail
+from harness.workload import metrics_text, running_scheduler_process
+
+NULL_BINDER_READY = "null-binder ready"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A scheduler under test while it runs."""
+
+    pid: int
+    metrics: Callable[[], str] | None  # its /metrics text; None when it has no metrics endpoint
+
+
+@dataclass(frozen=True)
+class SchedulerKind:
+    key: str  # what --schedulers takes
+    title: str
+    scheduler_name: str  # spec.schedulerName of its pods
+    honours_constraints: bool  # False: binds anything anywhere, placements are not checked
+    start: Callable[[ControlPlane, str], AbstractContextManager[Running]]
+
+
+@contextmanager
+def _ours(plane: ControlPlane, scheduler_name: str, env: Mapping[str, str] | None = None) -> Iterator[Running]:
+    # The same client rate limit as the kube-scheduler peer (clientConnection qps/burst 5000).
+    extra = ("--no-leader-elect", "--kube-api-qps=5000", "--kube-api-burst=5000")
+    with running_scheduler_process(plane, scheduler_name, extra_args=extra, env=env) as process:
+        yield Running(process.pid, lambda: metrics_text(process.port))
+
+
+def ours_variant(spec: str) -> SchedulerKind:
+    """`LABEL:NAME=VALUE[,NAME=VALUE]`: ours with those environment variables, as scheduler
+    `ours-LABEL` (an A/B of one setting in the same run, e.g. `stdjson:SECONDARY_SCHEDULER_JSON=stdlib`)."""
+    label, _, assignments = spec.partition(":")
+    env = dict(pair.split("=", 1) for pair in assignments.split(",") if "=" in pair)
+    if not label or not env:
+        raise ValueError(f"--ours-variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE]")
+    return SchedulerKind(
+        f"ours-{label}",
+        f"secondary-scheduler ({assignments})",
+        f"bench-ours-{label}",
+        True,
+        lambda plane, name: _ours(plane, name, env),
+    )
+
+
+def _unverified_loopback() -> ssl.SSLContext:
+    # kube-scheduler serves /metrics over HTTPS with a certificate it makes up in memory; this reads
+    # our own child on loopback (the control plane's health probe does the same).
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+@contextmanager
+def _kube_scheduler(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
+    # Verbosity 1: at 2 it logs a line per bound pod, which ours (at info) does not.
+    proc = plane.start_kube_scheduler(scheduler_name, verbosity=1)
+    context = _unverified_loopback()
+
+    def metrics() -> str:
+        url = f"https://127.0.0.1:{proc.port}/metrics"
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:
+            body: bytes = response.read()
+        return body.decode()
+
+    try:
+        yield Running(proc.pid, metrics)
+    finally:
+        plane.stop_process(proc)
+
+
+@contextmanager
+def _null_binder(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
+    log_path = plane.log_dir / "null-binder.log"
+    proc = ManagedProcess(
+        "null-binder",
+        [
+            str(binary("null-binder")),
+            f"--kubeconfig={plane.kubeconfig}",
+            f"--scheduler-name={scheduler_name}",
+            "--workers=64",
+            "--qps=5000",
+            "--burst=5000",
+        ],
+        log_path,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while NULL_BINDER_READY not in tail(log_path, 5):
+            if not proc.alive():
+                raise proc.failure("exited during start-up")
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"null-binder not ready within 30 s; log:\n{tail(log_path)}")
+            time.sleep(0.05)
+        yield Running(proc.pid, None)
+    finally:
+        proc.stop()
+
+
+SCHEDULERS: tuple[SchedulerKind, ...] = (
+    SchedulerKind("ours", "secondary-scheduler", "bench-ours", True, _ours),
+    SchedulerKind("kube", "kube-scheduler", "bench-kube-scheduler", True, _kube_scheduler),
+    SchedulerKind("null", "null binder", "bench-null-binder", False, _null_binder),
+)

@@ -1,0 +1,331 @@
+"""Upstream's own scheduler_perf test cases, read unchanged from the k8s.io/kubernetes module.
+
+Owns: finding `test/integration/scheduler_perf/` of the pinned K8S_VERSION in the Go module cache
+(downloading the module when the cache lacks it), reading every `*/performance-config.yaml` into
+test cases and workloads (parameters, labels, thresholds, feature gates), resolving a workload's
+operations (`$param` counts, template paths relative to the config file), choosing workloads by
+name and label, and saying why a workload cannot run here — a feature gate set away from
+K8S_VERSION's default, an opcode or option the executor does not have, a plugin ours lacks.
+
+Must never: change what a test case asks for. The only edits the executor makes to upstream's
+objects are those scheduler_perf itself makes (upstream_objects.py), `spec.schedulerName` on pods
+(each scheduler under test runs as its own profile) and an optional uniform `scale` of the
+parameterised counts, which the report states.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.controlplane import pinned_versions
+
+SUPPORTED_OPCODES = frozenset(
+    {
+        "createNodes",
+        "createNamespaces",
+        "createPods",
+        "createPodSets",
+        "createAny",
+        "barrier",
+        "sleep",
+        "churn",
+        "deletePods",
+        "startCollectingMetrics",
+        "stopCollectingMetrics",
+    }
+)
+# Kinds createAny and churn can create, and the collection path of each.
+KIND_PATHS: Mapping[str, tuple[str, bool]] = {
+    "Node": ("/api/v1/nodes", False),
+    "Pod": ("/api/v1/namespaces/{namespace}/pods", True),
+    "Service": ("/api/v1/namespaces/{namespace}/services", True),
+    "Namespace": ("/api/v1/namespaces", False),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1/priorityclasses", False),
+    "PersistentVolume": ("/api/v1/persistentvolumes", False),
+    "PersistentVolumeClaim": ("/api/v1/namespaces/{namespace}/persistentvolumeclaims", True),
+    "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
+    "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
+}
+
+
+class UpstreamError(RuntimeError):
+    """Upstream's benchmark files could not be found or read."""
+
+
+@dataclass(frozen=True)
+class UpstreamWorkload:
+    case: TestCase
+    name: str
+    labels: tuple[str, ...]
+    params: Mapping[str, Any]
+    threshold: float | None
+    feature_gates: Mapping[str, bool]
+
+    @property
+    def key(self) -> str:
+        return f"{self.case.name}/{self.name}"
+
+    def gates(self) -> dict[str, bool]:
+        return {**self.case.feature_gates, **self.feature_gates}
+
+
+@dataclass(frozen=True)
+class TestCase:
+    name: str
+    config_file: Path
+    ops: tuple[Mapping[str, Any], ...]
+    default_pod_template: str | None
+    feature_gates: Mapping[str, bool]
+    scheduler_config: str | None
+    workloads: list[UpstreamWorkload] = field(default_factory=list, compare=False, hash=False)
+
+    def path(self, relative: str) -> Path:
+        """A template path as the config file gives it (relative to the config file's folder)."""
+        return (self.config_file.parent / relative).resolve()
+
+
+def perf_root(version: str | None = None) -> Path:
+    """`test/integration/scheduler_perf` of k8s.io/kubernetes@version in the Go module cache."""
+    version = version or pinned_versions()["K8S_VERSION"]
+    try:
+        info = json.loads(
+            subprocess.run(
+                ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+    except (OSError, subprocess.CalledProcessError, ValueError) as err:
+        raise UpstreamError(f"cannot find k8s.io/kubernetes@{version} in the Go module cache: {err}") from err
+    root = Path(info["Dir"]) / "test" / "integration" / "scheduler_perf"
+    if not root.is_dir():
+        raise UpstreamError(f"{root} does not exist")
+    return root
+
+
+@functools.cache
+def default_gates(version: str | None = None) -> dict[str, bool]:
+    """Every feature gate's default at `version` (K8S_VERSION), read from the module's
+    pkg/features/kube_features.go: the last versioned spec at or below that minor."""
+    version = version or pinned_versions()["K8S_VERSION"]
+    minor = tuple(int(part) for part in version.removeprefix("v").split(".")[:2])
+    source = (perf_root(version).parents[2] / "pkg" / "features" / "kube_features.go").read_text()
+    table = source[source.index("defaultVersionedKubernetesFeatureGates") :]
+    gates: dict[str, bool] = {}
+    for block in re.finditer(r"\n\t(\w+): \{(.*?)\n\t\},", table, re.S):
+        specs = re.findall(r'MustParse\("(\d+)\.(\d+)"\), Default: (true|false)', block.group(2))
+        applicable = [(int(a), int(b), d) for a, b, d in specs if (int(a), int(b)) <= minor]
+        if applicable:
+            gates[block.group(1)] = applicable[-1][2] == "true"
+    return gates
+
+
+def _as_threshold(raw: Any) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):  # per-topic thresholds (DRA); the first is the headline
+        raw = next(iter(raw.values()), None)
+    return None if raw is None else float(raw)
+
+
+def load_test_cases(root: Path) -> list[TestCase]:
+    cases: list[TestCase] = []
+    for config_file in sorted(root.glob("*/performance-config.yaml")):
+        try:
+            documents = yaml.safe_load(config_file.read_text()) or []
+        except yaml.YAMLError as err:
+            raise UpstreamError(f"{config_file}: {err}") from err
+        for raw in documents:
+            case = TestCase(
+                name=raw["name"],
+                config_file=config_file,
+                ops=tuple(raw.get("workloadTemplate") or ()),
+                default_pod_template=raw.get("defaultPodTemplatePath"),
+                feature_gates=dict(raw.get("featureGates") or {}),
+                scheduler_config=raw.get("schedulerConfigPath"),
+            )
+            for workload in raw.get("workloads") or ():
+                case.workloads.append(
+                    UpstreamWorkload(
+                        case=case,
+                        name=workload["name"],
+                        labels=tuple(workload.get("labels") or ()),
+                        params=dict(workload.get("params") or {}),
+                        threshold=_as_threshold(workload.get("threshold")),
+                        feature_gates=dict(workload.get("featureGates") or {}),
+                    )
+                )
+            cases.append(case)
+    return cases
+
+
+@functools.cache
+def upstream_workloads() -> tuple[UpstreamWorkload, ...]:
+    return tuple(w for case in load_test_cases(perf_root()) for w in case.workloads)
+
+
+def select(
+    workloads: Iterable[UpstreamWorkload], cases: Sequence[str] = (), labels: Sequence[str] = ()
+) -> list[UpstreamWorkload]:
+    """Workloads named in `cases` (`Case` for all its workloads, `Case/Workload` for one) that carry
+    every label in `labels`; an unknown name is an error."""
+    pool = list(workloads)
+    chosen = pool
+    if cases:
+        wanted: list[UpstreamWorkload] = []
+        for name in cases:
+            hits = [w for w in pool if name in (w.key, w.case.name)]
+            if not hits:
+                raise UpstreamError(f"no upstream test case or workload {name!r}")
+            wanted += [w for w in hits if w not in wanted]
+        chosen = wanted
+    return [w for w in chosen if all(label in w.labels for label in labels)]
+
+
+def resolve_count(op: Mapping[str, Any], params: Mapping[str, Any], key: str = "count") -> int:
+    """An op's count: literal, or `$name` of a workload parameter (times countMultiplierParam)."""
+    param = op.get(f"{key}Param")
+    if param:
+        value = params.get(str(param).removeprefix("$"))
+        if value is None:
+            raise UpstreamError(f"parameter {param} is not set")
+        count = int(value)
+    else:
+        count = int(op.get(key) or 0)
+    multiplier = op.get("countMultiplierParam") if key == "count" else None
+    if multiplier:
+        count *= int(params[str(multiplier).removeprefix("$")])
+    return count
+
+
+def scaled(count: int, scale: float) -> int:
+    """A parameterised count at `scale` (never below 1 when it was at least 1)."""
+    return count if scale == 1.0 or count == 0 else max(1, math.ceil(count * scale))
+
+
+def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
+    keys = (
+        "nodeTemplatePath",
+        "podTemplatePath",
+        "templatePath",
+        "namespaceTemplatePath",
+        "persistentVolumeTemplatePath",
+        "persistentVolumeClaimTemplatePath",
+    )
+    paths = [op.get(k) for k in keys]
+    paths += list(op.get("templatePaths") or ())
+    if op.get("opcode") == "createPods" and not op.get("podTemplatePath"):
+        paths.append(case.default_pod_template)
+    nested = op.get("createPodsOp")
+    if nested:
+        paths += _templates_of({"opcode": "createPods", **nested}, case)
+    return [p for p in paths if p]
+
+
+def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | None:
+    """Why this workload cannot be run against ours here; None when it can."""
+    defaults = default_gates()
+    for gate, value in sorted(workload.gates().items()):
+        default = defaults.get(gate)
+        if default is None:
+            return f"feature gate {gate} is unknown to {pinned_versions()['K8S_VERSION']}"
+        if value != default:
+            version = pinned_versions()["K8S_VERSION"]
+            return f"sets feature gate {gate}={str(value).lower()} ({version} defaults it to {str(default).lower()})"
+    case = workload.case
+    if case.scheduler_config:
+        return f"runs kube-scheduler with its own configuration ({case.scheduler_config})"
+    available = set(plugins)
+    for op in case.ops:
+        opcode = op.get("opcode", "")
+        if opcode not in SUPPORTED_OPCODES:
+            return f"uses opcode {opcode}, which this harness does not run"
+        if op.get("steadyState") or op.get("steadyStateParam"):
+            return "creates pods in steady state, which this harness does not do"
+        if opcode == "barrier" and op.get("labelSelector"):
+            return "has a barrier with a label selector, which this harness does not do"
+        volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
+        if volumes and "VolumeBinding" not in available:
+            return "needs volume binding (VolumeBinding), which ours does not have yet"
+        if (op.get("nodeAllocatableStrategy") or {}).get("csiNodeAllocatable") and "NodeVolumeLimits" not in available:
+            return "needs CSI volume limits (NodeVolumeLimits), which ours does not have yet"
+        for template in _templates_of(op, case):
+            path = case.path(template)
+            text = path.read_text()
+            if "{{" in text:
+                return f"template {path.name} is a Go template, which this harness does not render"
+            if ("resourceClaim" in text or "ResourceClaim" in text) and "DynamicResources" not in available:
+                return "needs dynamic resource allocation (DynamicResources), which ours does not have"
+            prioritised = "priorityClassName" in text or "priority:" in text
+            if prioritised and "DefaultPreemption" not in available:
+                return "needs preemption (DefaultPreemption), which ours does not have yet"
+            kind = (yaml.safe_load(text) or {}).get("kind", "")
+            if opcode in ("createAny", "churn") and kind not in KIND_PATHS:
+                return f"creates {kind} objects, which this harness does not"
+    return None
+
+
+def schedulable(workloads: Iterable[UpstreamWorkload], plugins: Iterable[str]) -> list[tuple[UpstreamWorkload, str]]:
+    """(workload, skip reason) for every workload that cannot run; see skip_reason."""
+    names = list(plugins)
+    return [(w, reason) for w in workloads if (reason := skip_reason(w, names)) is not None]
+
+
+def upstream_throughput(scheduled_at: Sequence[float], start: float, stop: float) -> list[float]:
+    """scheduler_perf's SchedulingThroughput samples for pods scheduled at `scheduled_at` while a
+    collector ran from `start` to `stop`: a tick every second; ticks before the first scheduled
+    pod are ignored and the first one after it only starts the clock; a tick with nothing new
+    is folded into the next one that has something, which then counts once per folded tick."""
+    times = sorted(scheduled_at)
+    samples: list[float] = []
+    started = False
+    last_count = 0
+    last_time = start
+    skipped = 0
+    index = 0
+    tick = start + 1.0
+    while tick <= stop + 1e-9:
+        while index < len(times) and times[index] <= tick:
+            index += 1
+        count = index
+        if count == 0:
+            tick += 1.0
+            continue
+        if not started:
+            started, last_count, last_time = True, count, tick
+            tick += 1.0
+            continue
+        new = count - last_count
+        if new == 0:
+            skipped += 1
+            tick += 1.0
+            continue
+        rate = new / (tick - last_time)
+        samples += [rate] * (skipped + 1)
+        last_count, last_time, skipped = count, tick, 0
+        tick += 1.0
+    return samples
+
+
+def throughput_summary(samples: Sequence[float]) -> dict[str, float | None]:
+    """Average and the percentiles scheduler_perf reports (its nearest-rank indices)."""
+    if not samples:
+        return {"average": None, "p50": None, "p90": None, "p95": None, "p99": None}
+    ordered = sorted(samples)
+    n = len(ordered)
+
+    def rank(q: int) -> float:
+        return ordered[math.ceil(n * q / 100) - 1]
+
+    return {"average": sum(ordered) / n, "p50": rank(50), "p90": rank(90), "p95": rank(95), "p99": rank(99)}

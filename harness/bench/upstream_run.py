@@ -1,0 +1,806 @@
+"""Runs upstream scheduler_perf workloads (see upstream.py) against each scheduler under test.
+
+Owns: executing a workload's operations in order on a fresh control plane with the scheduler
+under test already running (as scheduler_perf starts its scheduler before the first operation):
+nodes from upstream's node templates and prepare strategies (CSINodes included), namespaces,
+pods, with a pre-bound PersistentVolume and claim each where the op asks (rapidly, then
+waiting until they are scheduled unless told not to), pod sets, arbitrary objects, barriers,
+sleeps, churn in the background, deletions, and the collectors that measure SchedulingThroughput
+as upstream computes it, plus the scheduler's CPU seconds, peak RSS and attempt latency over each
+measured phase; the `python -m harness.bench upstream` command and its report.
+
+Must never: alter an object beyond what scheduler_perf itself does (upstream_objects.py) and
+`spec.schedulerName` of pods, or run two workloads at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import datetime
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.bench import report
+from harness.bench.rawapi import RawApi, run_concurrently
+from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
+from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
+from harness.bench.upstream import (
+    KIND_PATHS,
+    TestCase,
+    UpstreamError,
+    UpstreamWorkload,
+    resolve_count,
+    scaled,
+    select,
+    skip_reason,
+    throughput_summary,
+    upstream_throughput,
+    upstream_workloads,
+)
+from harness.bench.upstream_objects import (
+    allocatable_patch,
+    bound,
+    csi_node,
+    named_nodes,
+    node_strategy,
+    pod_with_volume,
+    strategy_labels,
+    with_signature,
+)
+from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from plugins.registry import IN_TREE
+
+CREATORS = 32
+ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
+# Where the control-plane and scheduler logs of a failed workload run are kept (its work dir is not).
+FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
+DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
+# The pod createPods makes when neither the op nor the test case names a template: upstream's
+# makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
+BASE_POD: Mapping[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"generateName": "pod-"},
+    "spec": {
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.2",
+                "ports": [{"containerPort": 80}],
+                "resources": {
+                    "limits": {"cpu": "100m", "memory": "500Mi"},
+                    "requests": {"cpu": "100m", "memory": "500Mi"},
+                },
+            }
+        ]
+    },
+}
+# --scaling: the issue's two test cases at these cluster sizes (initNodes), ours and kube-scheduler.
+SCALING_CASES = ("SchedulingBasic/5000Nodes_10000Pods", "SchedulingPodAntiAffinity/5000Nodes_2000Pods")
+SCALING_NODES = (500, 1000, 2000, 5000, 15000)
+# Pods (initial + measured) per node at most for a --scaling size, where a case needs it.
+PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
+# scheduler_perf's apiserver (util.go) also runs without the Priority admission plugin: upstream's
+# templates set spec.priority themselves, which that plugin rejects. The flag adds to the control
+# plane's own --disable-admission-plugins list.
+APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
+# upstream's opcode -> Executor.op_<method>
+OPCODE_METHODS = {
+    "createNodes": "create_nodes",
+    "createNamespaces": "create_namespaces",
+    "createPods": "create_pods",
+    "createPodSets": "create_pod_sets",
+    "createAny": "create_any",
+    "barrier": "barrier",
+    "sleep": "sleep",
+    "churn": "churn",
+    "deletePods": "delete_pods",
+    "startCollectingMetrics": "start_collecting_metrics",
+    "stopCollectingMetrics": "stop_collecting_metrics",
+}
+
+
+def _duration_seconds(raw: Any) -> float:
+    """A metav1.Duration as upstream writes them ("10s", "500ms", "1m")."""
+    text = str(raw)
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    raise UpstreamError(f"cannot read duration {raw!r}")
+
+
+def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str] | None) -> bool:
+    return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+@dataclass
+class Collector:
+    """One measured phase: the pods scheduled in `namespaces` while it ran."""
+
+    namespaces: set[str]
+    selector: Mapping[str, str] | None
+    started: float
+    cpu_before: float
+    histogram_before: Mapping[float, float]
+    scheduled_at: list[float] = field(default_factory=list)
+
+
+@dataclass
+class PodTracker:
+    """Every pod's node (from one cluster-wide watch), per namespace, and when each got one."""
+
+    nodes: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    attempted: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    collectors: list[Collector] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def on_event(self, kind: str, pod: dict[str, Any], arrived: float) -> None:
+        meta = pod["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":
+            self.nodes[namespace].pop(name, None)
+            self.attempted[namespace].discard(name)
+            self.changed.set()
+            return
+        node = pod["spec"].get("nodeName") or ""
+        was = self.nodes[namespace].get(name, "")
+        self.nodes[namespace][name] = node
+        conditions = (pod.get("status") or {}).get("conditions") or ()
+        if node or any(c.get("type") == "PodScheduled" for c in conditions):
+            self.attempted[namespace].add(name)
+        if node and not was:
+            for collector in self.collectors:
+                if namespace in collector.namespaces and _labels_match(meta.get("labels") or {}, collector.selector):
+                    collector.scheduled_at.append(arrived)
+        self.changed.set()
+
+    def scheduled(self, namespace: str) -> int:
+        return sum(1 for node in self.nodes[namespace].values() if node)
+
+    async def wait(self, ready: Any, seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
+        while not ready():
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{what} not within {seconds:.0f} s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), min(remaining, 1.0))
+
+
+class Executor:
+    """One workload against one running scheduler."""
+
+    def __init__(
+        self,
+        api: RawApi,
+        workload: UpstreamWorkload,
+        kind: SchedulerKind,
+        running: Running,
+        scale: float,
+        timeout: float,
+        profile: Path | None = None,
+    ) -> None:
+        self.api = api
+        self.profile = profile  # py-spy's collapsed stacks of the measured phases go here
+        self._profiler: Profiler | None = None
+        self.workload = workload
+        self.case: TestCase = workload.case
+        self.kind = kind
+        self.running = running
+        self.scale = scale
+        self.timeout = timeout
+        self.pods = PodTracker()
+        self.expected: dict[str, int] = {}  # namespace -> pods created that a barrier waits for
+        self.namespaces: set[str] = {"default"}
+        self.background: list[asyncio.Task[None]] = []
+        self.phases: list[dict[str, Any]] = []
+        self._current: Collector | None = None
+        self.rng = random.Random()  # node names, as upstream's random suffixes
+
+    # ---------------------------------------------------------------- helpers
+
+    def count(self, op: Mapping[str, Any], key: str = "count") -> int:
+        value = resolve_count(op, self.workload.params, key)
+        return scaled(value, self.scale) if op.get(f"{key}Param") else value
+
+    def template(self, relative: str) -> dict[str, Any]:
+        loaded: dict[str, Any] = yaml.safe_load(self.case.path(relative).read_text())
+        return loaded
+
+    def signature_batch_size(self, op: Mapping[str, Any]) -> int:
+        """createPods' signatureBatchSize (or its parameter); upstream's default is 1, a label per pod."""
+        param = op.get("signatureBatchSizeParam")
+        value = self.workload.params.get(str(param).removeprefix("$")) if param else op.get("signatureBatchSize")
+        size = int(value or 0)
+        if size < 0:
+            raise UpstreamError(f"signatureBatchSize {size} must not be negative")
+        return size or 1
+
+    def pod_manifest(self, template: Mapping[str, Any]) -> dict[str, Any]:
+        manifest = copy.deepcopy(dict(template))
+        manifest.setdefault("spec", {})["schedulerName"] = self.kind.scheduler_name
+        return manifest
+
+    async def ensure_namespace(self, name: str, template: Mapping[str, Any] | None = None) -> None:
+        if name in self.namespaces:
+            return
+        manifest = copy.deepcopy(dict(template or {"apiVersion": "v1", "kind": "Namespace"}))
+        manifest.setdefault("metadata", {})["name"] = name
+        manifest["metadata"].pop("generateName", None)
+        status, body = await self.api.request("POST", "/api/v1/namespaces", manifest)
+        if status not in (201, 409):
+            raise UpstreamError(f"creating namespace {name}: HTTP {status}: {body}")
+        self.namespaces.add(name)
+
+    def path_of(self, manifest: Mapping[str, Any], namespace: str) -> str:
+        path, namespaced = KIND_PATHS[manifest.get("kind", "")]
+        return path.format(namespace=namespace) if namespaced else path
+
+    def start_collecting(self, namespaces: Sequence[str], selector: Mapping[str, str] | None) -> None:
+        if self._current is not None:
+            raise UpstreamError("metrics collection is overlapping: a collector started before the last one stopped")
+        metrics = self.running.metrics() if self.running.metrics else ""
+        self._current = Collector(
+            namespaces=set(namespaces),
+            selector=selector,
+            started=time.monotonic(),
+            cpu_before=cpu_seconds(self.running.pid),
+            histogram_before=report.histogram_buckets(metrics, ATTEMPT_HISTOGRAM) if metrics else {},
+        )
+        self.pods.collectors.append(self._current)
+        if self.profile is not None and self._profiler is None and not self.profile.exists():
+            self._profiler = Profiler(self.running.pid, self.profile)
+
+    def stop_collecting(self) -> None:
+        collector = self._current
+        if collector is None:
+            raise UpstreamError("stopCollectingMetrics without a running collector")
+        self._current = None
+        self.pods.collectors.remove(collector)
+        stopped = time.monotonic()
+        cpu = cpu_seconds(self.running.pid) - collector.cpu_before
+        if self._profiler is not None:
+            self._profiler.stop()
+            self._profiler = None
+        metrics = self.running.metrics() if self.running.metrics else ""
+        after = report.histogram_buckets(metrics, ATTEMPT_HISTOGRAM) if metrics else {}
+        samples = upstream_throughput(collector.scheduled_at, collector.started, stopped)
+        scheduled = len(collector.scheduled_at)
+        p50 = report.histogram_quantile(0.50, collector.histogram_before, after) if after else None
+        p99 = report.histogram_quantile(0.99, collector.histogram_before, after) if after else None
+        self.phases.append(
+            {
+                "namespaces": sorted(collector.namespaces),
+                "scheduled": scheduled,
+                "seconds": stopped - collector.started,
+                "samples": len(samples),
+                "throughput": throughput_summary(samples),
+                "cpu_seconds": cpu,
+                "cpu_ms_per_pod": 1000 * cpu / scheduled if scheduled else None,
+                "attempt_p50_ms": None if p50 is None else 1000 * p50,
+                "attempt_p99_ms": None if p99 is None else 1000 * p99,
+            }
+        )
+
+    # ---------------------------------------------------------------- operations
+
+    async def run(self) -> None:
+        rv = await self.api.list_resource_version("/api/v1/pods")
+        watch = asyncio.create_task(self.api.watch("/api/v1/pods", rv, self.pods.on_event))
+        try:
+            for index, op in enumerate(self.case.ops):
+                handler = getattr(self, "op_" + OPCODE_METHODS[op["opcode"]])
+                await handler(index, op)
+                if watch.done():
+                    watch.result()
+        finally:
+            for task in [*self.background, watch]:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def op_create_nodes(self, _index: int, op: Mapping[str, Any]) -> None:
+        template = self.template(op.get("nodeTemplatePath") or DEFAULT_NODE_TEMPLATE)
+        strategy = node_strategy(op)
+        nodes = named_nodes(template, self.count(op), self.rng)
+        for i, node in enumerate(nodes):
+            # Upstream patches these labels on after creating the node; the node ends up the same.
+            node["metadata"]["labels"].update(strategy_labels(strategy, i))
+        created: list[dict[str, Any]] = []
+        await self.api.create_all("/api/v1/nodes", nodes, CREATORS, lambda _i, obj, _t: created.append(obj))
+        if strategy is None or strategy[0] != "nodeAllocatableStrategy":
+            return
+        spec = strategy[1]
+
+        async def prepare(i: int) -> None:
+            node = created[i]
+            name = node["metadata"]["name"]
+            patch = allocatable_patch(node, spec)
+            if patch is not None:
+                status, body = await self.api.request(
+                    "PATCH", f"/api/v1/nodes/{name}", patch, content_type="application/merge-patch+json"
+                )
+                if status != 200:
+                    raise UpstreamError(f"patching node {name}: HTTP {status}: {body}")
+            await self.api.create("/apis/storage.k8s.io/v1/csinodes", csi_node(name, spec))
+
+        await run_concurrently(len(created), CREATORS, prepare)
+
+    async def op_create_namespaces(self, _index: int, op: Mapping[str, Any]) -> None:
+        template = self.template(op["namespaceTemplatePath"]) if op.get("namespaceTemplatePath") else None
+        for i in range(self.count(op)):
+            await self.ensure_namespace(f"{op['prefix']}-{i}", template)
+
+    async def op_create_pods(self, index: int, op: Mapping[str, Any]) -> None:
+        namespace = op.get("namespace") or f"namespace-{index}"
+        await self.ensure_namespace(namespace)
+        path = op.get("podTemplatePath") or self.case.default_pod_template
+        template = self.template(path) if path else BASE_POD
+        count = self.count(op)
+        if op.get("collectMetrics"):
+            self.start_collecting([namespace], None)
+        manifest = self.pod_manifest(template)
+        # Pods from a template carry upstream's `signature` label, one value per batch of pods.
+        batch = self.signature_batch_size(op) if path else None
+        if op.get("persistentVolumeClaimTemplatePath"):
+            await self.create_pods_with_volumes(op, namespace, manifest, count, batch)
+        else:
+            # Upstream's templates use generateName: one body makes `count` distinct pods.
+            bodies = [manifest] * count if batch is None else [with_signature(manifest, i, batch) for i in range(count)]
+            await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", bodies, CREATORS)
+        if op.get("skipWaitToCompletion"):
+            self.expected[namespace] = self.expected.get(namespace, 0) + count
+        else:
+            await self.pods.wait(
+                lambda: self.pods.scheduled(namespace) >= count,
+                self.timeout,
+                f"{count} pods scheduled in {namespace}",
+            )
+        if op.get("collectMetrics"):
+            self.stop_collecting()
+
+    async def create_pods_with_volumes(
+        self, op: Mapping[str, Any], namespace: str, pod: Mapping[str, Any], count: int, batch: int | None
+    ) -> None:
+        """Per pod, in upstream's order: the claim, its status Bound, the PV pre-bound to it, its
+        status Bound, then the pod using the claim (CreatePodWithPersistentVolume)."""
+        pv_template = self.template(op["persistentVolumeTemplatePath"])
+        pvc_template = self.template(op["persistentVolumeClaimTemplatePath"])
+        claims = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+        volumes = "/api/v1/persistentvolumes"
+
+        async def set_bound(collection: str, created: Mapping[str, Any]) -> None:
+            path = f"{collection}/{created['metadata']['name']}/status"
+            status, body = await self.api.request("PUT", path, bound(created))
+            if status != 200:
+                raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
+
+        async def create_one(index: int) -> None:
+            signed = pod if batch is None else with_signature(pod, index, batch)
+            pv, pvc, manifest = pod_with_volume(pv_template, pvc_template, signed, namespace, index)
+            await set_bound(claims, await self.api.create(claims, pvc))
+            await set_bound(volumes, await self.api.create(volumes, pv))
+            await self.api.create(f"/api/v1/namespaces/{namespace}/pods", manifest)
+
+        await run_concurrently(count, CREATORS, create_one)
+
+    async def op_create_pod_sets(self, index: int, op: Mapping[str, Any]) -> None:
+        inner = dict(op["createPodsOp"])
+        for i in range(self.count(op)):
+            await self.op_create_pods(index, {**inner, "namespace": f"{op['namespacePrefix']}-{i}"})
+
+    async def op_create_any(self, index: int, op: Mapping[str, Any]) -> None:
+        template = self.template(op["templatePath"])
+        namespace = op.get("namespace") or f"namespace-{index}"
+        if KIND_PATHS[template.get("kind", "")][1]:
+            await self.ensure_namespace(namespace)
+        count = self.count(op) if (op.get("count") is not None or op.get("countParam")) else 1
+        manifest = self.pod_manifest(template) if template.get("kind") == "Pod" else template
+        await self.api.create_all(self.path_of(template, namespace), [manifest] * count, CREATORS)
+
+    async def op_barrier(self, _index: int, op: Mapping[str, Any]) -> None:
+        namespaces = list(op.get("namespaces") or self.expected)
+        attempted = op.get("stageRequirement") == "Attempted"
+
+        def done() -> bool:
+            for namespace in namespaces:
+                have = len(self.pods.attempted[namespace]) if attempted else self.pods.scheduled(namespace)
+                if have < self.expected.get(namespace, 0):
+                    return False
+            return True
+
+        await self.pods.wait(done, self.timeout, f"barrier over {namespaces}")
+        if not attempted:
+            for namespace in namespaces:
+                self.expected.pop(namespace, None)
+
+    async def op_sleep(self, _index: int, op: Mapping[str, Any]) -> None:
+        raw = op.get("duration") or self.workload.params[str(op["durationParam"]).removeprefix("$")]
+        await asyncio.sleep(_duration_seconds(raw))
+
+    async def op_churn(self, index: int, op: Mapping[str, Any]) -> None:
+        namespace = op.get("namespace") or f"namespace-{index}"
+        await self.ensure_namespace(namespace)
+        templates = [self.template(path) for path in op.get("templatePaths") or ()]
+        manifests = [self.pod_manifest(t) if t.get("kind") == "Pod" else t for t in templates]
+        interval = (op.get("intervalMilliseconds") or 500) / 1000
+        number = int(op.get("number") or 0)
+        recreate = op.get("mode") == "recreate"
+
+        async def churn() -> None:
+            slots: list[list[str]] = [[""] * max(number, 1) for _ in manifests]
+            tick = 0
+            while recreate or number == 0 or tick < number:
+                await asyncio.sleep(interval)
+                for i, manifest in enumerate(manifests):
+                    path = self.path_of(manifest, namespace)
+                    slot = tick % max(number, 1)
+                    if recreate and slots[i][slot]:
+                        await self.api.request("DELETE", f"{path}/{slots[i][slot]}")
+                        slots[i][slot] = ""
+                        continue
+                    status, body = await self.api.request("POST", path, manifest)
+                    if status == 201 and recreate:
+                        slots[i][slot] = body["metadata"]["name"]
+                tick += 1
+
+        self.background.append(asyncio.create_task(churn()))
+
+    async def op_delete_pods(self, _index: int, op: Mapping[str, Any]) -> None:
+        namespace = op["namespace"]
+        selector = op.get("labelSelector") or {}
+        query = ",".join(f"{k}={v}" for k, v in selector.items())
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        per_second = int(op.get("deletePodsPerSecond") or 0)
+
+        async def delete() -> None:
+            if per_second <= 0:
+                await self.api.request("DELETE", f"{path}?labelSelector={query}" if query else path)
+                return
+            status, body = await self.api.request("GET", f"{path}?labelSelector={query}" if query else path)
+            for item in (body or {}).get("items") or () if status == 200 else ():
+                await asyncio.sleep(1 / per_second)
+                await self.api.request("DELETE", f"{path}/{item['metadata']['name']}")
+
+        if op.get("skipWaitToCompletion"):
+            self.background.append(asyncio.create_task(delete()))
+        else:
+            await delete()
+
+    async def op_start_collecting_metrics(self, _index: int, op: Mapping[str, Any]) -> None:
+        self.start_collecting(list(op.get("namespaces") or ()), op.get("labelSelector"))
+
+    async def op_stop_collecting_metrics(self, _index: int, _op: Mapping[str, Any]) -> None:
+        self.stop_collecting()
+
+
+def run_workload(
+    workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float, profile: Path | None = None
+) -> dict[str, Any]:
+    """One upstream workload against one scheduler on a fresh control plane; its result row."""
+    row: dict[str, Any] = {
+        "workload": workload.key,
+        "scheduler": kind.key,
+        "title": kind.title,
+        "threshold": workload.threshold,
+        "scale": scale,
+        "commit": report.git_revision(REPO_ROOT),
+    }
+    began = time.monotonic()
+    try:
+        with (
+            ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
+            kind.start(plane, kind.scheduler_name) as running,
+        ):
+
+            async def go() -> list[dict[str, Any]]:
+                async with RawApi(plane) as api:
+                    executor = Executor(api, workload, kind, running, scale, timeout, profile)
+                    await executor.run()
+                    return executor.phases
+
+            try:
+                phases = asyncio.run(go())
+            except Exception as err:
+                # The control plane's work dir goes with it: keep the logs of a failed run.
+                kept = FAILED_LOGS_DIR / f"{workload.key.replace('/', '_')}-{kind.key}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(plane.log_dir, kept, ignore=shutil.ignore_patterns("audit.log*"))
+                raise RuntimeError(f"{type(err).__name__}: {err} (logs kept in {kept})") from err
+            row["peak_rss_mib"] = peak_rss_mib(running.pid)
+        row["phases"] = phases
+        if phases:
+            main = max(phases, key=lambda p: p["scheduled"])
+            row.update(
+                {
+                    "throughput_avg": main["throughput"]["average"],
+                    "throughput_p50": main["throughput"]["p50"],
+                    "throughput_p99": main["throughput"]["p99"],
+                    "scheduled": main["scheduled"],
+                    "cpu_ms_per_pod": main["cpu_ms_per_pod"],
+                    "attempt_p50_ms": main["attempt_p50_ms"],
+                    "attempt_p99_ms": main["attempt_p99_ms"],
+                }
+            )
+    except Exception as err:
+        row["error"] = f"{type(err).__name__}: {err}"
+    row["wall_seconds"] = time.monotonic() - began
+    return row
+
+
+def at_nodes(workload: UpstreamWorkload, nodes: int) -> UpstreamWorkload:
+    """The workload with upstream's `initNodes` parameter set to `nodes` (its pods as they are)."""
+    if "initNodes" not in workload.params:
+        raise UpstreamError(f"{workload.key} has no initNodes parameter to vary")
+    params = {**workload.params, "initNodes": nodes}
+    share = PODS_PER_NODE_CAP.get(workload.case.name)
+    if share is not None:
+        # One pod per node at most (required anti-affinity on the hostname): shrink both pod counts
+        # alike, as upstream's own 500Nodes workload does (100 + 400 pods).
+        pods = int(params["initPods"]) + int(params["measurePods"])
+        factor = min(1.0, share * nodes / pods)
+        params["initPods"] = max(1, int(int(params["initPods"]) * factor))
+        params["measurePods"] = max(1, int(int(params["measurePods"]) * factor))
+    return dataclasses.replace(workload, name=f"{workload.name}@{nodes}Nodes", params=params)
+
+
+def _scaling_points(results: Mapping[str, Any]) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """case -> scheduler -> [(nodes, CPU ms per pod)], from the rows of a --scaling run."""
+    points: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for run in results["runs"]:
+        base, _, nodes = run["workload"].partition("@")
+        if nodes and run.get("cpu_ms_per_pod"):
+            points[base][run["scheduler"]].append((int(nodes.removesuffix("Nodes")), run["cpu_ms_per_pod"]))
+    return points
+
+
+def scaling_markdown(results: Mapping[str, Any]) -> str:
+    lines = ["## CPU ms per bound pod by cluster size", ""]
+    for case, by_kind in _scaling_points(results).items():
+        sizes = sorted({n for pts in by_kind.values() for n, _ in pts})
+        lines += [
+            f"### {case}",
+            "",
+            "| nodes | " + " | ".join(by_kind) + " | ours ÷ kube |",
+            "|--:|" + "--:|" * (len(by_kind) + 1),
+        ]
+        for size in sizes:
+            values = {kind: dict(pts).get(size) for kind, pts in by_kind.items()}
+            cells = " | ".join(_fmt(v, 2) for v in values.values())
+            lines.append(f"| {size} | {cells} | {_ratio(values.get('ours'), values.get('kube'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def scaling_plot(results: Mapping[str, Any], out_dir: Path) -> list[str]:
+    """One PNG per case: CPU ms per pod against nodes, a line per scheduler; [] without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib (pip install -e '.[bench]'): scaling plot left out", flush=True)
+        return []
+    written = []
+    for case, by_kind in _scaling_points(results).items():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for kind, pts in by_kind.items():
+            xs, ys = zip(*sorted(pts), strict=True)
+            ax.plot(xs, ys, marker="o", label=kind)
+        ax.set_xscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel("CPU ms per bound pod")
+        ax.set_title(f"{case}: cost per pod as the cluster grows")
+        ax.legend()
+        ax.grid(True, which="both", alpha=0.3)
+        name = f"scaling-{case.replace('/', '_')}.png"
+        fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _fmt(value: Any, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return "-" if not a or not b else f"{a / b:.2f}"
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    lines = [
+        f"# Upstream scheduler_perf workloads ({results['kubernetes']}), {results['date']}",
+        "",
+        f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cores', '?')} cores; "
+        f"commit {results['commit']}; scale {results['scale']} of upstream's counts. Thresholds are upstream's "
+        "(their 6-CPU CI machines), for scale only.",
+        "",
+        "| workload | threshold | ours pods/s avg (p50/p99) | kube pods/s avg (p50/p99) | null pods/s | ours ÷ kube"
+        " | ours ÷ null | CPU ms/pod ours / kube | peak RSS MiB ours / kube | attempt p50/p99 ms ours | kube |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    by_workload: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for run in results["runs"]:
+        by_workload[run["workload"]][run["scheduler"]] = run
+    for name, runs in by_workload.items():
+        ours, kube, null = runs.get("ours", {}), runs.get("kube", {}), runs.get("null", {})
+
+        def tp(run: Mapping[str, Any]) -> str:
+            if run.get("error"):
+                return "error"
+            return (
+                f"{_fmt(run.get('throughput_avg'))} ({_fmt(run.get('throughput_p50'))}/"
+                f"{_fmt(run.get('throughput_p99'))})"
+            )
+
+        lines.append(
+            f"| {name} | {_fmt(ours.get('threshold') or kube.get('threshold'))} | {tp(ours)} | {tp(kube)} | "
+            f"{_fmt(null.get('throughput_avg'))} | {_ratio(ours.get('throughput_avg'), kube.get('throughput_avg'))} | "
+            f"{_ratio(ours.get('throughput_avg'), null.get('throughput_avg'))} | "
+            f"{_fmt(ours.get('cpu_ms_per_pod'), 2)} / {_fmt(kube.get('cpu_ms_per_pod'), 2)} | "
+            f"{_fmt(ours.get('peak_rss_mib'))} / {_fmt(kube.get('peak_rss_mib'))} | "
+            f"{_fmt(ours.get('attempt_p50_ms'), 1)}/{_fmt(ours.get('attempt_p99_ms'), 1)} | "
+            f"{_fmt(kube.get('attempt_p50_ms'), 1)}/{_fmt(kube.get('attempt_p99_ms'), 1)} |"
+        )
+    variants = [
+        (name, key, run)
+        for name, runs in by_workload.items()
+        for key, run in runs.items()
+        if key.startswith("ours-") and not run.get("error")
+    ]
+    if variants:
+        lines += [
+            "",
+            "Variants of ours (the same workload in the same run; ÷ ours compares with the row above):",
+            "",
+            "| workload | variant | pods/s avg | CPU ms/pod | ours CPU ÷ variant CPU | ours ÷ variant pods/s"
+            " | peak RSS MiB |",
+            "|---|---|--:|--:|--:|--:|--:|",
+        ]
+        for name, _key, run in variants:
+            ours = by_workload[name].get("ours", {})
+            lines.append(
+                f"| {name} | {run['title']} | {_fmt(run.get('throughput_avg'))} | "
+                f"{_fmt(run.get('cpu_ms_per_pod'), 2)} | "
+                f"{_ratio(ours.get('cpu_ms_per_pod'), run.get('cpu_ms_per_pod'))} | "
+                f"{_ratio(ours.get('throughput_avg'), run.get('throughput_avg'))} | {_fmt(run.get('peak_rss_mib'))} |"
+            )
+    errors = [f"- {r['workload']} / {r['title']}: {r['error']}" for r in results["runs"] if r.get("error")]
+    if errors:
+        lines += ["", "Errors:", *errors]
+    if results["skipped"]:
+        lines += ["", "Skipped (upstream workloads this harness or ours cannot run as they are):"]
+        lines += [f"- {s['workload']}: {s['reason']}" for s in results["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.bench upstream",
+        description="Upstream scheduler_perf test cases, read from the k8s.io/kubernetes module, "
+        "against ours, kube-scheduler and the null binder.",
+    )
+    parser.add_argument("--cases", default="", help="comma-separated: Case or Case/Workload")
+    parser.add_argument("--label", action="append", default=[], help="keep workloads with this label (repeatable)")
+    parser.add_argument("--schedulers", default="ours,kube,null", help="ours,kube,null")
+    parser.add_argument("--full", action="store_true", help="upstream's own sizes (same as --scale 1)")
+    parser.add_argument("--scale", type=float, default=0.2, help="multiply upstream's parameterised counts")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a createPods/barrier may wait")
+    parser.add_argument("--list", action="store_true", help="list the chosen workloads and skip reasons, run nothing")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument(
+        "--ours-variant",
+        action="append",
+        default=[],
+        metavar="LABEL:NAME=VALUE[,NAME=VALUE]",
+        help="also run ours with these environment variables, as scheduler ours-LABEL (repeatable)",
+    )
+    parser.add_argument("--profile", action="store_true", help="py-spy profile of ours over its first measured phase")
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help=f"{' and '.join(SCALING_CASES)} (or --cases) at {', '.join(map(str, SCALING_NODES))} nodes, "
+        "ours and kube-scheduler",
+    )
+    parser.add_argument("--scaling-nodes", default=",".join(map(str, SCALING_NODES)), help="node counts of --scaling")
+    args = parser.parse_args(argv)
+    scale = 1.0 if args.full or args.scaling else args.scale
+    try:
+        if args.scaling:
+            sizes = [int(n) for n in args.scaling_nodes.split(",") if n]
+            cases = [c for c in args.cases.split(",") if c] or list(SCALING_CASES)
+            chosen = [
+                at_nodes(workload, nodes) for workload in select(upstream_workloads(), cases, []) for nodes in sizes
+            ]
+        else:
+            chosen = select(upstream_workloads(), [c for c in args.cases.split(",") if c], args.label)
+    except UpstreamError as err:
+        parser.error(str(err))
+    known = {kind.key: kind for kind in SCHEDULERS}
+    kinds = [known[k.strip()] for k in args.schedulers.split(",") if k.strip() in known]
+    try:
+        variants = [ours_variant(spec) for spec in args.ours_variant]
+    except ValueError as err:
+        parser.error(str(err))
+    position = next((i + 1 for i, kind in enumerate(kinds) if kind.key == "ours"), len(kinds))
+    kinds[position:position] = variants
+    if args.scaling:
+        kinds = [kind for kind in kinds if kind.key != "null"]
+    ours = [module.NAME for module in IN_TREE]
+    runnable, skipped = [], []
+    for workload in chosen:
+        reason = skip_reason(workload, ours)
+        if reason is None:
+            runnable.append(workload)
+        else:
+            skipped.append({"workload": workload.key, "reason": reason})
+            print(f"skip {workload.key}: {reason}", flush=True)
+    if args.list:
+        for workload in runnable:
+            print(f"run  {workload.key} (threshold {workload.threshold}, labels {','.join(workload.labels)})")
+        return 0
+    now = datetime.datetime.now().astimezone()
+    results: dict[str, Any] = {
+        "date": now.strftime("%Y-%m-%d"),
+        "started": now.isoformat(timespec="seconds"),
+        "machine": report.machine(),
+        "kubernetes": pinned_versions()["K8S_VERSION"],
+        "commit": report.git_revision(REPO_ROOT),
+        "scale": scale,
+        "runs": [],
+        "skipped": skipped,
+    }
+    kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
+    out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for workload in runnable:
+        for kind in kinds:
+            print(f"{workload.key} / {kind.title} (scale {scale})", flush=True)
+            profile = (
+                out_dir / f"profile-{workload.key.replace('/', '_')}.txt"
+                if args.profile and kind.key == "ours"
+                else None
+            )
+            if profile is not None:
+                profile.unlink(missing_ok=True)
+            row = run_workload(workload, kind, scale=scale, timeout=args.timeout, profile=profile)
+            if profile is not None and profile.exists():
+                with profile.open() as collapsed:
+                    profile.with_suffix(".md").write_text(
+                        f"# py-spy profile of ours on {workload.key} (first measured phase)\n\n"
+                        + report.profile_summary(collapsed)
+                    )
+            print(
+                f"  {row.get('error') or ''}"
+                f"{_fmt(row.get('throughput_avg'))} pods/s avg, CPU {_fmt(row.get('cpu_ms_per_pod'), 2)} ms/pod, "
+                f"{row['wall_seconds']:.0f} s",
+                flush=True,
+            )
+            results["runs"].append(row)
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    text = markdown(results)
+    if args.scaling:
+        text += "\n" + scaling_markdown(results)
+        for name in scaling_plot(results, out_dir):
+            text += f"\n![{name}]({name})\n"
+    (out_dir / "results.md").write_text(text)
+    (args.results_dir / ("latest-scaling.md" if args.scaling else "latest-upstream.md")).write_text(text)
+    print(text)
+    return 1 if any(run.get("error") for run in results["runs"]) else 0

@@ -1,0 +1,208 @@
+"""InterPodAffinity's PreFilter counts, their AddPod/RemovePod updates, and the Filter verdicts.
+
+PreFilter counts, once per cycle and per topology pair (key, value): the existing pods whose
+required anti-affinity matches the incoming pod (the symmetric rule), and the existing pods
+matching the incoming pod's required affinity (all terms at once) and anti-affinity terms; counts
+over the whole snapshot are kept across cycles and recounted only for nodes that changed. Filter
+then checks a node's labels against those counts. Never changes a NodeInfo, never calls the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from plugins.helper import RowCountCache
+from plugins.interpodaffinity.common import NAME, ExistingPodTerms, namespace_labels
+from plugins.interpodaffinity.terms import PodTerms, TopologyPair, add_to_pair, matches_all, parse_pod_terms
+from scheduler.framework.interface import Handle
+from scheduler.framework.table import NodeTable
+from scheduler.framework.types import (
+    Code,
+    CycleState,
+    NodeInfo,
+    PreFilterResult,
+    StateKey,
+    Status,
+)
+from scheduler.model.objects import Pod
+from scheduler.model.selectors import aggregate
+
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+
+
+@dataclass(slots=True)
+class _PreFilterState:
+    terms: PodTerms  # the incoming pod's, namespaceSelectors resolved
+    namespace_labels: Mapping[str, str]  # of the incoming pod's namespace
+    # Existing pods whose required anti-affinity matches the incoming pod.
+    existing_anti_affinity: dict[TopologyPair, int]
+    # Existing pods matching all of the incoming pod's required affinity terms.
+    affinity: dict[TopologyPair, int]
+    # Existing pods matching one of the incoming pod's required anti-affinity terms.
+    anti_affinity: dict[TopologyPair, int]
+
+    def clone(self) -> _PreFilterState:
+        return _PreFilterState(
+            self.terms,
+            self.namespace_labels,
+            dict(self.existing_anti_affinity),
+            dict(self.affinity),
+            dict(self.anti_affinity),
+        )
+
+
+PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
+
+
+class Filtering:
+    """PreFilter and AddPod/RemovePod: the counts Filter reads, kept across cycles where they can be."""
+
+    def __init__(self, handle: Handle, existing: ExistingPodTerms) -> None:
+        self.handle = handle
+        self.existing = existing
+        self._counts: RowCountCache[TopologyPair] = RowCountCache()
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        parsed, errors = parse_pod_terms(pod)
+        if errors:
+            return None, Status.unresolvable(f"parsing pod: {aggregate(errors)}", plugin=NAME)
+        terms = parsed.with_namespaces_resolved(self.handle.namespaces)
+        labels_of_namespace = namespace_labels(self.handle, pod)
+        affinity, anti_affinity = terms.required_affinity, terms.required_anti_affinity
+        existing: dict[TopologyPair, int] = {}
+        affinity_counts: dict[TopologyPair, int] = {}
+        anti_counts: dict[TopologyPair, int] = {}
+        own_terms = bool(affinity or anti_affinity)
+        snapshot = self.handle.snapshot
+        table: NodeTable | None = getattr(snapshot, "table", None)
+        if own_terms and table is not None and nodes is snapshot.list() and not parsed.selects_namespaces:
+            # Every node's pods must be walked for the pod's own terms: keep the counts across
+            # cycles and recount only nodes that changed (pods alike share them). The key is what
+            # the counts read of the pod: its namespace and the labels existing terms select on
+            # (for their anti-affinity), its required terms, its namespace's labels.
+            key = (
+                pod.namespace,
+                self.existing.label_key(pod),
+                affinity,
+                anti_affinity,
+                frozenset(labels_of_namespace.items()),
+            )
+
+            def contributions(info: NodeInfo) -> list[tuple[int, TopologyPair, int]]:
+                node = info.node
+                if node is None:
+                    return []
+                labels = node.labels
+                out: list[tuple[int, TopologyPair, int]] = []
+                for other in info.pods.values():
+                    for term in self.existing.of(other).required_anti_affinity:
+                        if term.topology_key in labels and term.matches(pod, labels_of_namespace):
+                            out.append((0, (term.topology_key, labels[term.topology_key]), 1))
+                    if matches_all(affinity, other):
+                        out += [
+                            (1, (t.topology_key, labels[t.topology_key]), 1)
+                            for t in affinity
+                            if t.topology_key in labels
+                        ]
+                    out += [
+                        (2, (t.topology_key, labels[t.topology_key]), 1)
+                        for t in anti_affinity
+                        if t.topology_key in labels and t.matches(other)
+                    ]
+                return out
+
+            maps = self._counts.get(key, table, 3, contributions)
+            existing, affinity_counts, anti_counts = ({k: v for k, v in m.items() if v} for m in maps)
+            state.write(
+                PRE_FILTER_KEY, _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts)
+            )
+            return None, None
+        # A pod without required terms of its own is only affected by existing pods' required
+        # anti-affinity: visit just the nodes (and pods) that have some.
+        for info in nodes if own_terms else self.handle.snapshot.have_pods_with_required_anti_affinity():
+            node = info.node
+            if node is None:
+                continue
+            labels = node.labels
+            for other in (info.pods if own_terms else info.pods_with_required_anti_affinity).values():
+                for term in self.existing.of(other).required_anti_affinity:
+                    if term.matches(pod, labels_of_namespace):
+                        add_to_pair(existing, labels, term.topology_key, 1)
+                if matches_all(affinity, other):
+                    for term in affinity:
+                        add_to_pair(affinity_counts, labels, term.topology_key, 1)
+                for term in anti_affinity:
+                    if term.matches(other):
+                        add_to_pair(anti_counts, labels, term.topology_key, 1)
+        if not existing and not affinity and not anti_affinity:
+            return None, Status(Code.SKIP, plugin=NAME)
+        state.write(PRE_FILTER_KEY, _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts))
+        return None, None
+
+    def update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
+        """AddPod (delta +1) or RemovePod (-1): adjust the counts for `changed` on this node."""
+        try:
+            pre = state.read(PRE_FILTER_KEY)
+        except KeyError as exc:
+            return Status.as_error(exc, NAME)
+        node = node_info.node
+        if node is None:
+            return None
+        labels = node.labels
+        for term in self.existing.of(changed).required_anti_affinity:
+            if term.matches(pod, pre.namespace_labels):
+                add_to_pair(pre.existing_anti_affinity, labels, term.topology_key, delta)
+        if matches_all(pre.terms.required_affinity, changed):
+            for term in pre.terms.required_affinity:
+                add_to_pair(pre.affinity, labels, term.topology_key, delta)
+        for term in pre.terms.required_anti_affinity:
+            if term.matches(changed):
+                add_to_pair(pre.anti_affinity, labels, term.topology_key, delta)
+        return None
+
+
+def filter_node(state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    """Filter: the node's labels against the PreFilter counts; the first failure wins."""
+    try:
+        pre = state.read(PRE_FILTER_KEY)
+    except KeyError as exc:
+        return Status.as_error(exc, NAME)
+    node = node_info.node
+    if node is None:
+        return Status.as_error(ValueError("node not found"), NAME)
+    labels = node.labels
+    if not _satisfies_affinity(pre, pod, labels):
+        return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+    if pre.anti_affinity and any(
+        pre.anti_affinity.get((t.topology_key, labels[t.topology_key]), 0) > 0
+        for t in pre.terms.required_anti_affinity
+        if t.topology_key in labels
+    ):
+        return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+    if pre.existing_anti_affinity and any(pre.existing_anti_affinity.get(pair, 0) > 0 for pair in labels.items()):
+        return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+    return None
+
+
+def _satisfies_affinity(pre: _PreFilterState, pod: Pod, labels: Mapping[str, str]) -> bool:
+    """Every required affinity term's domain on this node holds a matching pod.
+
+    The first pod of a group that has affinity to itself may go to any node carrying every
+    topology key, as long as no pod anywhere matches the terms yet.
+    """
+    terms = pre.terms.required_affinity
+    found_everywhere = True
+    for term in terms:
+        value = labels.get(term.topology_key)
+        if value is None:
+            return False
+        if pre.affinity.get((term.topology_key, value), 0) <= 0:
+            found_everywhere = False
+    if found_everywhere:
+        return True
+    return not pre.affinity and matches_all(terms, pod)

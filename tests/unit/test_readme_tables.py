@@ -1,0 +1,216 @@
+"""README.md's generated blocks against the result files (harness/readme.py).
+
+The check runs over a copy of README.md and the result files taken when this module is collected,
+before any test runs: `make test` runs the fault suite, which rewrites tests/faults/RESULTS.json and
+PARTITION.md, so the files as the session found them are the ones the README must match.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import readme
+from harness.readme import DASH, REPO_ROOT, ReadmeError, copy_inputs, differences, render
+
+_COPY = tempfile.TemporaryDirectory(prefix="readme-inputs-")
+atexit.register(_COPY.cleanup)
+AS_FOUND = Path(_COPY.name)
+copy_inputs(REPO_ROOT, AS_FOUND)
+
+
+def test_readme_blocks_match_the_result_files() -> None:
+    text = (AS_FOUND / "README.md").read_text()
+    assert "<!-- BEGIN generated:bench-latest -->" in text
+    problems = differences(text, AS_FOUND)
+    assert not problems, "\n".join(problems) + "\nrun `make readme`"
+
+
+def test_check_mode_exits_zero_on_the_readme_as_found() -> None:
+    assert readme.main(["--check", "--root", str(AS_FOUND)]) == 0
+
+
+def test_a_hand_edited_number_inside_a_block_is_caught() -> None:
+    text = (AS_FOUND / "README.md").read_text()
+    row = next(
+        line for line in text.splitlines() if line.startswith("| PreemptionAsync/5000Nodes_AsyncPreemptionEnabled")
+    )
+    edited = text.replace(row, row.replace("| 374 (", "| 375 (", 1), 1)
+    assert edited != text
+    problems = differences(edited, AS_FOUND)
+    assert len(problems) == 1
+    assert problems[0].startswith("block generated:bench-latest differs")
+    assert "375 (" in problems[0]
+
+
+def test_a_hand_edited_fault_row_is_caught_and_rewritten(tmp_path: Path) -> None:
+    shutil.copytree(AS_FOUND / "tests" / "faults", tmp_path / "tests" / "faults")
+    text = "intro\n<!-- BEGIN generated:faults -->\n<!-- END generated:faults -->\nrest\n"
+    fresh = render(text, tmp_path)
+    edited = fresh.replace("| 490 | 10 |", "| 491 | 9 |", 1)
+    assert [p.splitlines()[0] for p in differences(edited, tmp_path)] == ["block generated:faults differs:"]
+    assert render(edited, tmp_path) == fresh
+    assert fresh.startswith("intro\n") and fresh.endswith("\nrest\n")
+
+
+# ---- benchmark pairing -----------------------------------------------------------------------
+
+
+def _row(workload: str, scheduler: str, pods_per_second: float, cpu: float = 1.0) -> dict[str, Any]:
+    return {
+        "workload": workload,
+        "scheduler": scheduler,
+        "threshold": 100.0,
+        "commit": "c0ffee0",
+        "phases": [{"scheduled": 1000}],
+        "throughput_avg": pods_per_second,
+        "throughput_p50": pods_per_second,
+        "throughput_p99": pods_per_second,
+        "scheduled": 1000,
+        "cpu_ms_per_pod": cpu,
+        "peak_rss_mib": 100.0,
+        "attempt_p50_ms": 1.0,
+        "attempt_p99_ms": 2.0,
+        "a_field_added_later": [1, 2],
+    }
+
+
+def _bench(root: Path, name: str, started: str, rows: list[dict[str, Any]], commit: str = "c0ffee0") -> None:
+    folder = root / "bench-results" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"date": started[:10], "started": started, "commit": commit, "scale": 1.0, "runs": rows, "skipped": []}
+    (folder / "results.json").write_text(json.dumps(data))
+
+
+W = "PreemptionAsync/5000Nodes"
+
+
+def _latest_rows(root: Path) -> list[str]:
+    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", root)
+    return [line for line in text.splitlines() if line.startswith(f"| {W}")]
+
+
+def test_a_rerun_of_ours_alone_is_never_paired_with_another_runs_kube_scheduler(tmp_path: Path) -> None:
+    # The earlier run has both schedulers; the later one only ours (kube-scheduler failed): the
+    # table keeps the earlier run's pair, never ours' later 400 over the earlier kube's 200.
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    failed = _row(W, "kube", 0) | {"error": "TimeoutError: no pods bound"}
+    _bench(
+        tmp_path, "2026-12-01-upstream-full-2", "2026-12-01T11:00:00+00:00", [_row(W, "ours", 400), failed], "bbbbbbb"
+    )
+    (row,) = _latest_rows(tmp_path)
+    assert "| 150 (150/150) | 200 (200/200) |" in row
+    assert "| 0.75 |" in row
+    assert row.endswith("| c0ffee0 10:00 |")
+
+
+def test_the_latest_run_with_both_schedulers_gives_the_row_and_its_ratio(tmp_path: Path) -> None:
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 290)]
+    )
+    _bench(
+        tmp_path,
+        "2026-12-01-upstream-full-2",
+        "2026-12-01T12:00:00+00:00",
+        [_row(W, "ours", 374), _row(W, "kube", 187)],
+    )
+    (row,) = _latest_rows(tmp_path)
+    assert "| 374 (374/374) | 187 (187/187) |" in row
+    assert "| 2.00 |" in row
+    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    # The chosen pair is at one end of the runs, and the summary says so.
+    assert (
+        f"highest of its runs for PreemptionAsync (2.00 of 0.52{DASH}2.00, 2 runs, kube-scheduler's slowest run)"
+        in summary
+    )
+
+
+def test_a_run_row_without_measurements_is_refused_naming_file_and_row(tmp_path: Path) -> None:
+    copied = {"workload": W, "scheduler": "ours", "throughput_avg": 648.0, "cpu_ms_per_pod": 0.82, "source": "a log"}
+    _bench(tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [copied, _row(W, "kube", 200)])
+    with pytest.raises(
+        ReadmeError, match=r"2026-12-01-upstream-full/results.json: PreemptionAsync/5000Nodes / ours: no field"
+    ):
+        render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+
+
+def test_the_committed_scaling_run_holds_only_measured_rows() -> None:
+    data = json.loads((AS_FOUND / "bench-results/2026-12-01-upstream-scaling/results.json").read_text())
+    assert all("phases" in row for row in data["runs"])
+
+
+# ---- faults, partition, agreement --------------------------------------------------------------
+
+
+def test_fault_rows_show_problems_and_ignore_extra_fields(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "faults").mkdir(parents=True)
+    row = {
+        "fault": "etcd compacted",
+        "pods": 500,
+        "nodes": 50,
+        "bound": 489,
+        "unschedulable": 10,
+        "lost": 1,
+        "overcommitted": 0,
+        "double_bound": 0,
+        "recover_seconds": 6.8,
+        "problems": ["pod ns/p1 neither bound nor reported"],
+        "failed": True,
+        "measured": "2026-12-02 09:00 UTC",
+    }
+    (tmp_path / "tests/faults/RESULTS.json").write_text(json.dumps([row]))
+    text = render("<!-- BEGIN generated:faults -->\n<!-- END generated:faults -->\n", tmp_path)
+    assert "| etcd compacted | 500 | 50 | 489 | 10 | 1 | 0 | 0 | 1 | 6.8 | 2026-12-02 09:00 UTC |" in text
+    del row["recover_seconds"]
+    (tmp_path / "tests/faults/RESULTS.json").write_text(json.dumps([row]))
+    with pytest.raises(ReadmeError, match=r"tests/faults/RESULTS.json: etcd compacted: no field 'recover_seconds'"):
+        render("<!-- BEGIN generated:faults -->\n<!-- END generated:faults -->\n", tmp_path)
+
+
+def test_partition_table_reads_columns_by_name(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "faults").mkdir(parents=True)
+    (tmp_path / "tests/faults/PARTITION.md").write_text(
+        "# x\n\nmeasured 2026-12-02 09:00 UTC.\n\n"
+        "| setup | pods | result | bound | nodes over-committed | cpu requested beyond allocatable | seconds |\n"
+        "|---|--:|---|--:|--:|--:|--:|\n"
+        "| shared | 80 | ok | 44 | 4 | 2000m | 0.7 |\n"
+    )
+    text = render("<!-- BEGIN generated:partition -->\n<!-- END generated:partition -->\n", tmp_path)
+    assert "| shared | 80 | 44 | 4 | 2000m | 0.7 |" in text
+    assert "Measured 2026-12-02 09:00 UTC." in text
+
+
+def test_agreement_counts_come_from_the_rows_and_name_what_does_not_agree(tmp_path: Path) -> None:
+    (tmp_path / "tests/agreement/scenarios").mkdir(parents=True)
+    for name in ("fit-cpu", "volume-zone", "not-run"):
+        (tmp_path / f"tests/agreement/scenarios/{name}.yaml").write_text("{}\n")
+    header = (
+        "| scenario | pods | verdicts agree | messages agree | ours in kube's top set "
+        "| both in our replayed top set | post-filter | result |"
+    )
+    (tmp_path / "tests/agreement/RESULTS.md").write_text(
+        "Run 2026-12-02 09:00 UTC at commit abc1234, wall time 99 s, by ...\n\n"
+        f"{header}\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n"
+        "| fit-cpu | 3 | 3/3 | 2/3 | 2/2 | 2/2 | 1 | disagree |\n"
+        "| volume-zone | 2 | 2/2 | 2/2 | 1/1 | 1/1 | 0 | agree |\n"
+        "| gen-137-0 | 1 | 1/1 | 1/1 | 1/1 | 1/1 | 0 | agree |\n"
+    )
+    text = render("<!-- BEGIN generated:agreement match=volume -->\n<!-- END generated:agreement -->\n", tmp_path)
+    assert "**3 scenarios (2 of the 3 hand-written, 1 generated), 2 agree**" in text
+    assert "verdicts 6/6, messages 5/6," in text
+    assert "Not agreeing: fit-cpu (disagree)." in text
+    assert "Hand-written scenarios not in the run: not-run." in text
+    assert "The 1 volume scenarios (volume-zone): 2 pods" in text
+
+
+def test_an_unknown_block_is_an_error() -> None:
+    with pytest.raises(ReadmeError, match="unknown block generated:nope"):
+        render("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", AS_FOUND)
