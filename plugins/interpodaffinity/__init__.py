@@ -15,10 +15,11 @@ from typing import Any
 from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
 from plugins.interpodaffinity.common import NAME as NAME
 from plugins.interpodaffinity.common import ExistingPodTerms
-from plugins.interpodaffinity.filtering import Filtering, filter_node
+from plugins.interpodaffinity.filtering import Filtering, filter_batch, filter_node
 from plugins.interpodaffinity.scoring import Scoring, normalize_scores, score_node
 from plugins.interpodaffinity.terms import POD_AFFINITY, POD_ANTI_AFFINITY, AffinityTerm, required_terms
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -90,6 +91,9 @@ class InterPodAffinity(CountingPreFilterExtensions):
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return filter_node(state, pod, node_info)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+        return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------
 

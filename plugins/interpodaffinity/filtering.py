@@ -4,7 +4,8 @@ PreFilter counts, once per cycle and per topology pair (key, value): the existin
 required anti-affinity matches the incoming pod (the symmetric rule), and the existing pods
 matching the incoming pod's required affinity (all terms at once) and anti-affinity terms; counts
 over the whole snapshot are kept across cycles and recounted only for nodes that changed. Filter
-then checks a node's labels against those counts. Never changes a NodeInfo, never calls the API.
+then checks a node's labels against those counts, node by node or (filter_batch) over the node
+table's topology columns. Never changes a NodeInfo, never calls the API.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from plugins.helper import RowCountCache
 from plugins.interpodaffinity.common import NAME, ExistingPodTerms, namespace_labels
 from plugins.interpodaffinity.terms import PodTerms, TopologyPair, add_to_pair, matches_all, parse_pod_terms
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import NodeTable
+from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     Code,
     CycleState,
@@ -80,11 +83,13 @@ class Filtering:
         own_terms = bool(affinity or anti_affinity)
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
-        if own_terms and table is not None and nodes is snapshot.list() and not parsed.selects_namespaces:
+        if own_terms and table is not None and nodes is snapshot.list():
             # Every node's pods must be walked for the pod's own terms: keep the counts across
             # cycles and recount only nodes that changed (pods alike share them). The key is what
             # the counts read of the pod: its namespace and the labels existing terms select on
-            # (for their anti-affinity), its required terms, its namespace's labels.
+            # (for their anti-affinity), its required terms with their namespaceSelectors resolved
+            # to the names they select now (a relabelled namespace changes the key), its
+            # namespace's labels (what existing terms' namespaceSelectors read).
             key = (
                 pod.namespace,
                 self.existing.label_key(pod),
@@ -187,6 +192,47 @@ def filter_node(state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | No
     if pre.existing_anti_affinity and any(pre.existing_anti_affinity.get(pair, 0) > 0 for pair in labels.items()):
         return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
     return None
+
+
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    """Filter over every row at once: the PreFilter counts as arrays over each topology key's
+    value codes (kube's per-node map lookups, for all nodes in one pass). None without PreFilter
+    state (the per-node form reports the error)."""
+    pre = state.get(PRE_FILTER_KEY)
+    if pre is None:
+        return None
+    mask = table.node_mask((NAME, "has node"), lambda node: True).copy()
+    affinity_terms = pre.terms.required_affinity
+    if affinity_terms:
+        has_keys = np.ones(table.size, np.bool_)
+        found = np.ones(table.size, np.bool_)
+        for term in affinity_terms:
+            codes, by_value = table.label_codes(term.topology_key)
+            has_keys &= codes >= 0
+            found &= _positive(pre.affinity, term.topology_key, by_value)[codes]
+        if not pre.affinity and matches_all(affinity_terms, pod):
+            found[:] = True
+        mask &= has_keys & found
+    if pre.anti_affinity:
+        for term in pre.terms.required_anti_affinity:
+            codes, by_value = table.label_codes(term.topology_key)
+            mask &= ~_positive(pre.anti_affinity, term.topology_key, by_value)[codes]
+    for key in {key for (key, _), count in pre.existing_anti_affinity.items() if count > 0}:
+        codes, by_value = table.label_codes(key)
+        mask &= ~_positive(pre.existing_anti_affinity, key, by_value)[codes]
+    return mask
+
+
+def _positive(counts: Mapping[TopologyPair, int], key: str, by_value: Mapping[str, int]) -> BoolArray:
+    """Per value code of `key`, whether its pair counts above zero; one more slot (code -1, no
+    such label) that never does."""
+    out = np.zeros(len(by_value) + 1, np.bool_)
+    for (pair_key, value), count in counts.items():
+        if count > 0 and pair_key == key:
+            code = by_value.get(value)
+            if code is not None:
+                out[code] = True
+    return out
 
 
 def _satisfies_affinity(pre: _PreFilterState, pod: Pod, labels: Mapping[str, str]) -> bool:

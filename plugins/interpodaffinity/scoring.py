@@ -72,11 +72,12 @@ class Scoring:
         if not has_preferred and not snapshot.any_pods_with_affinity():
             return Status(Code.SKIP, plugin=NAME)  # nothing with (anti-)affinity to count
         table: NodeTable | None = getattr(snapshot, "table", None)
-        if table is not None and not parsed.selects_namespaces:
+        if table is not None:
             # As PreFilter: each node's weights are kept across cycles and recounted only when the
             # node changed, so a cycle costs the nodes that changed, not every pod with affinity.
             # The key is what the weights read of the pod: which pods are walked, its namespace and
-            # the labels existing terms select on, its preferred terms, its namespace's labels.
+            # the labels existing terms select on, its preferred terms (namespaceSelectors resolved
+            # to names), its namespace's labels.
             key = (
                 has_preferred,
                 pod.namespace,

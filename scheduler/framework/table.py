@@ -8,7 +8,7 @@ changes — node changes are rare next to pod binds. Read-only for plugins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -130,3 +130,28 @@ class NodeTable:
         values = np.fromiter((value(node) if node is not None else 0 for node in self._nodes), np.int64, self.size)
         self._remember(cache_key, values)
         return values
+
+    def label_codes(self, key: str) -> tuple[IntArray, Mapping[str, int]]:
+        """A topology column: per row a code for the node's value of label `key` (-1 when the node
+        lacks the label or is missing), and the code of each value; cached like node_mask.
+
+        Counts kept per (key, value) become arrays over codes, so a per-node lookup in them is
+        one fancy index over the table (index -1 reads an extra last slot the caller leaves empty).
+        """
+        cache_key = ("labels", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        codes: dict[str, int] = {}
+        column = np.fromiter(
+            (
+                codes.setdefault(value, len(codes))
+                if node is not None and (value := node.labels.get(key)) is not None
+                else -1
+                for node in self._nodes
+            ),
+            np.int64,
+            self.size,
+        )
+        self._remember(cache_key, (column, codes))
+        return column, codes

@@ -338,3 +338,184 @@ def test_batch_path_packs_a_fixed_cluster_exactly() -> None:
     assert len(client.bindings) == 10  # 5 nodes x 2 pods of 700m in 2 cpu
     per_node = np.bincount([int(n[1:]) for n in client.bindings.values()])
     assert per_node.tolist() == [2, 2, 2, 2, 2]
+
+
+# ---- InterPodAffinity: kept counts + batch Filter vs the per-node reference -------------------
+
+AFFINITY_NAMESPACES = ["default", "ns1", "ns2", "ns3"]
+HOSTNAME, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
+
+
+@st.composite
+def affinity_term(draw: Any, labels: dict[str, str]) -> dict[str, Any]:
+    """A PodAffinityTerm covering every namespace shape: own namespace, a list, namespaceSelector {}
+    (all), one selecting by label, list and selector together; matchLabelKeys / mismatchLabelKeys
+    written as kube-apiserver stores them (merged into the labelSelector as In / NotIn)."""
+    term: dict[str, Any] = {"topologyKey": draw(st.sampled_from([HOSTNAME, ZONE]))}
+    selector: dict[str, Any] = {}
+    if draw(st.booleans()):
+        selector["matchLabels"] = {"color": draw(st.sampled_from(["red", "blue"]))}
+    expressions = []
+    for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn")):
+        if draw(st.integers(0, 3)) == 0:
+            term[field] = ["app"]
+            expressions.append({"key": "app", "operator": operator, "values": [labels["app"]]})
+    if expressions:
+        selector["matchExpressions"] = expressions
+    term["labelSelector"] = selector
+    scope = draw(st.sampled_from(["own", "list", "all", "team", "list+team"]))
+    if "list" in scope:
+        term["namespaces"] = draw(st.lists(st.sampled_from(AFFINITY_NAMESPACES), min_size=1, max_size=2, unique=True))
+    if scope == "all":
+        term["namespaceSelector"] = {}
+    if "team" in scope:
+        term["namespaceSelector"] = {"matchLabels": {"team": draw(st.sampled_from(["a", "b"]))}}
+    return term
+
+
+@st.composite
+def affinity_pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
+    labels = {"color": draw(st.sampled_from(["red", "blue"])), "app": draw(st.sampled_from(["x", "y"]))}
+    labels["signature"] = name  # as upstream's benchmark pods: a label no term selects on
+    affinity: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        required = draw(st.lists(affinity_term(labels), max_size=2 if kind == "podAntiAffinity" else 1))
+        preferred = [
+            {"weight": draw(st.integers(1, 100)), "podAffinityTerm": term}
+            for term in draw(st.lists(affinity_term(labels), max_size=1))
+        ]
+        section = {}
+        if required:
+            section["requiredDuringSchedulingIgnoredDuringExecution"] = required
+        if preferred:
+            section["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+        if section:
+            affinity[kind] = section
+    spec: dict[str, Any] = {"containers": [{"name": "c"}], "schedulerName": NAME}
+    if affinity:
+        spec["affinity"] = affinity
+    if node_name:
+        spec["nodeName"] = node_name
+    metadata = {"name": name, "namespace": draw(st.sampled_from(AFFINITY_NAMESPACES)), "uid": name}
+    return {"metadata": {**metadata, "resourceVersion": "1", "labels": labels}, "spec": spec, "status": {}}
+
+
+@st.composite
+def affinity_steps(draw: Any, nodes: int) -> list[tuple[str, Any]]:
+    """Between pending pods the cluster changes: pods bound or deleted, namespaces relabelled."""
+    steps: list[tuple[str, Any]] = []
+    for i in range(draw(st.integers(1, 8))):
+        for _ in range(draw(st.integers(0, 3))):
+            change = draw(st.sampled_from(["bind", "bind", "delete", "relabel"]))
+            if change == "bind":
+                steps.append(("bind", draw(affinity_pod(f"b{len(steps)}", f"n{draw(st.integers(0, nodes - 1))}"))))
+            elif change == "delete":
+                steps.append(("delete", draw(st.integers(0, 30))))
+            else:
+                team = draw(st.sampled_from([None, "a", "b"]))
+                steps.append(("relabel", (draw(st.sampled_from(AFFINITY_NAMESPACES)), team)))
+        steps.append(("schedule", draw(affinity_pod(f"p{i}"))))
+    return steps
+
+
+class _WithoutTable:
+    """The snapshot seen without its node table: InterPodAffinity then counts every node afresh
+    in every cycle and filters node by node (its reference path)."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self._snapshot = snapshot
+
+    def list(self) -> Any:
+        return self._snapshot.list()
+
+    def have_pods_with_affinity(self) -> Any:
+        return self._snapshot.have_pods_with_affinity()
+
+    def have_pods_with_required_anti_affinity(self) -> Any:
+        return self._snapshot.have_pods_with_required_anti_affinity()
+
+    def any_pods_with_affinity(self) -> bool:
+        return bool(self._snapshot.any_pods_with_affinity())
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 8).flatmap(lambda n: st.tuples(st.just(n), affinity_steps(n))), st.sampled_from([None, 10, 50]))
+def test_inter_pod_affinity_fast_path_agrees_with_reference(
+    data: tuple[int, list[tuple[str, Any]]], percentage: int | None
+) -> None:
+    """One long-lived scheduler (counts kept across cycles, the batch Filter) against a plugin
+    counting afresh node by node: same verdicts, reasons and scores for every pending pod, and the
+    same feasible nodes through the scheduler's batch and per-node filtering paths."""
+    from plugins.interpodaffinity import InterPodAffinity, parse_args
+    from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
+    from scheduler.framework.types import NodeScore
+
+    count, steps = data
+    namespaces: dict[str, Any] = {"default": {}, "ns1": {"team": "a"}, "ns2": {"team": "b"}, "ns3": {}}
+    sched = build_scheduler(default_config(NAME), full_registry(), FakeApiClient(), namespaces)
+    informers = Informers(sched, namespaces)
+    rng = random.Random(count)
+    for i in range(count):
+        labels = {HOSTNAME: f"n{i}", ZONE: rng.choice(ZONES)}
+        allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        meta = {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": labels}
+        informers.on_node("ADDED", {"metadata": meta, "status": {"allocatable": allocatable}})
+    fw = sched.frameworks[NAME]
+    fw.percentage_of_nodes_to_score = percentage
+    (fast,) = [p for p in fw.filter_plugins if p.name == "InterPodAffinity"]
+    assert isinstance(fast, InterPodAffinity)
+    without_table: Any = _WithoutTable(sched.snapshot)
+    reference = InterPodAffinity(
+        parse_args({}), FrameworkHandle(FakeApiClient(), without_table, StaticNamespaces(namespaces))
+    )
+    bound: list[dict[str, Any]] = []
+    for change, value in steps:
+        if change == "bind":
+            informers.on_pod("ADDED", value)
+            bound.append(value)
+        elif change == "delete" and bound:
+            informers.on_pod("DELETED", bound.pop(value % len(bound)))
+        elif change == "relabel":
+            name, team = value
+            informers.on_namespace("MODIFIED", {"metadata": {"name": name, "labels": {"team": team} if team else {}}})
+        if change != "schedule":
+            continue
+        sched.cache.update_snapshot(sched.snapshot)
+        pod = Pod.from_raw(value)
+        infos = sched.snapshot.list()
+        table = sched.snapshot.table
+        got, want = CycleState(), CycleState()
+        _, status = fast.pre_filter(got, pod, infos)
+        _, ref_status = reference.pre_filter(want, pod, infos)
+        assert (status and (status.code, status.reasons)) == (ref_status and (ref_status.code, ref_status.reasons))
+        if status is None:
+            verdicts = [fast.filter(got, pod, info) for info in infos]
+            expected = [reference.filter(want, pod, info) for info in infos]
+            assert [v and (v.code, v.reasons) for v in verdicts] == [v and (v.code, v.reasons) for v in expected]
+            mask = fast.filter_batch(got, pod, table)
+            assert mask is not None and mask.tolist() == [v is None for v in expected]
+        status = fast.pre_score(got, pod, infos)
+        ref_status = reference.pre_score(want, pod, infos)
+        assert (status and status.code) == (ref_status and ref_status.code)
+        if status is None:
+            scores = [NodeScore(info.name, fast.score(got, pod, info)[0]) for info in infos]
+            ref_scores = [NodeScore(info.name, reference.score(want, pod, info)[0]) for info in infos]
+            assert [s.score for s in scores] == [s.score for s in ref_scores]
+            fast.normalize_score(got, pod, scores)
+            reference.normalize_score(want, pod, ref_scores)
+            assert [s.score for s in scores] == [s.score for s in ref_scores]
+        results = []
+        for path in ("batch", "reference"):
+            sched.next_start_node_index = 3
+            state = CycleState()
+            _, status, _ = fw.run_pre_filter(state, pod, infos)
+            if status is not None:
+                break
+            if path == "batch":
+                feasible, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
+            else:
+                feasible, diagnosis = sched._find_per_node(fw, state, pod, infos, Diagnosis())
+            statuses = {k: (v.code, v.reasons, v.plugin) for k, v in diagnosis.node_to_status.items()}
+            results.append(([n.name for n in feasible], statuses, sched.next_start_node_index))
+        if len(results) == 2:
+            assert results[0] == results[1]

@@ -1199,3 +1199,51 @@ def test_kept_counts_are_keyed_on_what_they_read() -> None:
         plugin.pre_score(state, pod, snap.list())
     assert len(plugin._filtering._counts._entries) == 1
     assert len(plugin._scoring._scores._entries) == 3
+
+
+def test_namespace_selector_terms_take_the_kept_counts_and_the_batch_filter() -> None:
+    """Terms selecting namespaces by label (upstream's NSSelector workload) share the counts kept
+    across cycles like any other term; relabelling a namespace changes what they select (a new
+    entry, counted afresh), and the batch Filter gives the per-node verdicts."""
+    from scheduler.api.fake import FakeApiClient
+    from scheduler.cache.cache import Cache
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.runtime import FrameworkHandle, StaticNamespaces
+
+    namespaces: dict[str, Mapping[str, str]] = {
+        "init-0": {"team": "devops"},
+        "init-1": {},
+        "measure": {"team": "devops"},
+    }
+    cache, snap = Cache(), Snapshot()
+    for i in range(4):
+        cache.add_or_update_node(make_node(f"n{i}").label("kubernetes.io/hostname", f"n{i}").obj())
+    devops = affinity_term(
+        "kubernetes.io/hostname",
+        label_selector({"color": "green"}),
+        namespace_selector={"matchLabels": {"team": "devops"}},
+    )
+    for i, (node, namespace) in enumerate([("n0", "init-0"), ("n1", "init-1")]):
+        cache.add_pod(make_pod(f"e{i}", namespace).node(node).label("color", "green").pod_anti_affinity(devops).obj())
+    cache.update_snapshot(snap)
+    plugin = InterPodAffinity(parse_args({}), FrameworkHandle(FakeApiClient(), snap, StaticNamespaces(namespaces)))
+
+    def verdicts(n: int) -> list[tuple[Code, str] | None]:
+        incoming = make_pod(f"m{n}", "measure").label("color", "green").label("signature", f"s{n}")
+        pod = incoming.pod_anti_affinity(devops).obj()
+        state = CycleState()
+        assert plugin.pre_filter(state, pod, snap.list()) == (None, None)
+        got = [verdict(plugin.filter(state, pod, info)) for info in snap.list()]
+        mask = plugin.filter_batch(state, pod, snap.table)
+        assert mask is not None and mask.tolist() == [v is None for v in got]
+        return got
+
+    # e0 (init-0, devops) repels on n0 both ways; e1's namespace is not selected, but its own term
+    # selects the incoming pod's namespace: n1 is closed by the existing pod's anti-affinity.
+    assert verdicts(0) == [ANTI, EXISTING, None, None]
+    assert verdicts(1) == [ANTI, EXISTING, None, None]
+    # (the first cycle learns which label keys existing terms select on: a second entry, once)
+    assert len(plugin._filtering._counts._entries) == 2
+    namespaces["init-1"] = {"team": "devops"}
+    assert verdicts(2) == [ANTI, ANTI, None, None]
+    assert len(plugin._filtering._counts._entries) == 3
