@@ -21,6 +21,7 @@ from plugins.podtopologyspread.constraints import (
     SCHEDULE_ANYWAY,
     NodeEligibility,
     SpreadConstraint,
+    counting_key,
     has_all_topology_keys,
     round_half_away_from_zero,
     score_for_count,
@@ -92,7 +93,7 @@ class Scoring:
 
         table: NodeTable | None = getattr(self.handle.snapshot, "table", None)
         if table is not None and table.size == len(all_nodes):
-            key = (pod.namespace, constraints, eligibility, require_all_keys)
+            key = (pod.namespace, counting_key(constraints), eligibility, require_all_keys)
             totals = self._counts.get(key, table, len(constraints), contributions)
         else:
             totals = [{} for _ in constraints]
