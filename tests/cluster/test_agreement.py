@@ -1,7 +1,7 @@
 """Agreement with the real kube-scheduler (the pinned v1.37.2) over every scenario in
 tests/agreement/scenarios plus a fixed 100 generated ones (seed DEFAULT_SEED).
 
-One run of the harness (harness/agreement.py: one control plane per scheduler, both
+One run of the harness (harness/agreement/: one control plane per scheduler, both
 schedulers side by side) serves every test here; each scenario is a test of its own that fails
 with the per-pod diff: verdict (bound / unschedulable / gated), the FailedScheduling message
 without kube-scheduler's PostFilter part, whether our node is among kube-scheduler's top-scored
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agreement import (
-    DEFAULT_SEED,
-    AgreementReport,
-    generated_scenarios,
-    load_scenarios,
-    run_agreement,
-)
+from harness.agreement.report import AgreementReport
+from harness.agreement.run import run_agreement
+from harness.agreement.scenarios import DEFAULT_SEED, generated_scenarios, load_scenarios
 from plugins.registry import IN_TREE
 from scheduler.config import DEFAULT_MULTI_POINT
 

@@ -1,5 +1,5 @@
 """One scheduler under a stream of 500 pods onto 50 kwok nodes while a fault is injected; each test
-ends with the one invariant check (tests/faults/harness.py); fault_run records its row in RESULTS.md
+ends with the one invariant check (harness/faults.py); fault_run records its row in RESULTS.md
 with every problem found, and fails the test on any."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from harness.controlplane import LOOPBACK, ControlPlane
 from harness.faultproxy import FaultProxy
+from harness.faults import PodStream, Replica, fault_run
 from harness.workload import make_node, wait_for
-from tests.faults.harness import PodStream, Replica, fault_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -13,8 +13,8 @@ import pytest
 
 from harness.controlplane import ControlPlane
 from harness.faultproxy import FaultProxy
+from harness.faults import PodStream, Replica, fault_run
 from harness.workload import wait_for
-from tests.faults.harness import PodStream, Replica, fault_run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -21,10 +21,10 @@ import yaml
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
+from harness.faults import Replica, replicas
 from harness.workload import api_pod, make_node, wait_for
 from scheduler.model.objects import Node, Pod, Resource
 from tests.conftest import api_client
-from tests.faults.harness import Replica, replicas
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -11,22 +11,19 @@ import pytest
 import yaml
 
 from harness import generator
-from harness.agreement import (
-    AgreementReport,
+from harness.agreement.cli import main
+from harness.agreement.compare import (
     KubeScores,
     Outcome,
     PodComparison,
     Replay,
-    RunInfo,
     ScenarioResult,
-    generated_scenarios,
-    main,
     parse_kube_scores,
-    parse_scenario,
     plugins_differing,
-    publish,
     split_post_filter,
 )
+from harness.agreement.report import AgreementReport, RunInfo, publish
+from harness.agreement.scenarios import generated_scenarios, parse_scenario
 from scheduler.model.objects import Pod
 from scheduler.model.quantity import parse_quantity
 

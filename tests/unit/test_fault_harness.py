@@ -1,4 +1,4 @@
-"""The fault suite's bookkeeping (tests/faults/harness.py) without a cluster: every problem a run
+"""The fault suite's bookkeeping (harness/faults.py) without a cluster: every problem a run
 finds ends up in its row, in RESULTS.json and RESULTS.md alike, and fails the test; a process that
 outlives SIGTERM is a problem, not something passed over."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.faults import FaultRun, Outcome, Process, fault_run, record, replicas
 from harness.workload import wait_for
-from tests.faults.harness import FaultRun, Outcome, Process, fault_run, record, replicas
 
 # A child that ignores SIGTERM, as a replica hanging in shutdown would.
 STUBBORN = (

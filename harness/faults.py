@@ -31,11 +31,11 @@ from typing import Any, Self
 from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.controlplane import ControlPlane, free_ports
+from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
 from harness.workload import api_pod, make_node, wait_for
 from scheduler.model.objects import Node, Pod, Resource
 
-RESULTS_JSON = Path(__file__).with_name("RESULTS.json")
+RESULTS_JSON = REPO_ROOT / "tests" / "faults" / "RESULTS.json"
 
 # The workload every fault runs under: 490 pods that fit (nodes about 90 % full) and 10 that never do.
 NODE_COUNT = 50
@@ -597,7 +597,7 @@ def render(results: Path = RESULTS_JSON) -> None:
     lines = [
         "# Fault suite results",
         "",
-        "Written by `pytest -m cluster tests/faults` (tests/faults/harness.py); every figure is from the",
+        "Written by `pytest -m cluster tests/faults` (harness/faults.py); every figure is from the",
         f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
         f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
         f"onto {NODE_COUNT} kwok nodes.",
