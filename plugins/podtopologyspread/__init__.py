@@ -18,8 +18,9 @@ from plugins.podtopologyspread.common import pod_constraints
 from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
 from plugins.podtopologyspread.defaults import PodTopologySpreadArgs, WorkloadLister, parse_args
 from plugins.podtopologyspread.filtering import Filtering, filter_node, update_counts
-from plugins.podtopologyspread.scoring import Scoring, normalize_scores, score_node
+from plugins.podtopologyspread.scoring import Scoring, normalize_batch, normalize_scores, score_batch, score_node
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -71,11 +72,17 @@ class PodTopologySpread(CountingPreFilterExtensions):
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return score_node(state, pod, node_info)
 
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        return score_batch(state, table, rows)
+
     def score_extensions(self) -> PodTopologySpread:
         return self
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
         return normalize_scores(state, scores)
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray | None:
+        return normalize_batch(state, scores)
 
     # ---- requeueing --------------------------------------------------------------------
 

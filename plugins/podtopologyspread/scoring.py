@@ -6,13 +6,19 @@ plus maxSkew - 1, NormalizeScore reverses so the emptiest node scores 100. The c
 whole snapshot are kept across cycles and recounted only for nodes that changed, keyed by what
 they read (namespace, constraints, the pod's node affinity and tolerations, whether every key is
 required), so a pod's own constraints and default constraints of the same shape share them.
-Never changes a NodeInfo, never calls the API.
+Score and NormalizeScore also have array forms over the node table's rows (score_batch,
+normalize_batch): the domain of a row comes from the table's label codes, and the hostname
+counts are kept as an array per row, refreshed only for rows whose NodeInfo changed. Both forms
+keep the per-node arithmetic exactly (float sums in constraint order, Go's rounding, integer
+normalisation). Never changes a NodeInfo, never calls the API.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from plugins.helper import Contributions, RowCountCache
 from plugins.podtopologyspread.common import NAME, MatchingPods
@@ -28,7 +34,7 @@ from plugins.podtopologyspread.constraints import (
     topology_normalizing_weight,
 )
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import NodeTable
+from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, NodeScore, StateKey, Status
 from scheduler.model.objects import Pod
 from scheduler.model.selectors import SelectorError, required_node_affinity, tolerations_of
@@ -41,12 +47,40 @@ class _PreScoreState:
     # Per constraint: matching pods per domain, or per node name for hostname constraints (absent: 0).
     counts: tuple[dict[str, int], ...]
     weights: tuple[float, ...]
+    require_all_keys: bool
+    # For the array forms, when the counts came from the node table: its layout, and per hostname
+    # constraint the matching pods per row (None for the other constraints).
+    layout: object | None
+    host_rows: tuple[IntArray | None, ...]
 
     def clone(self) -> _PreScoreState:
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class _BatchScores:
+    """The raw scores score_batch returned and which of their rows are ignored, for normalize_batch."""
+
+    scores: IntArray
+    ignored: BoolArray
+
+    def clone(self) -> _BatchScores:
+        return self
+
+
 PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
+BATCH_SCORES_KEY: StateKey[_BatchScores] = StateKey("BatchScores" + NAME)
+
+
+class _HostRows:
+    """Per hostname constraint, the matching pods of each table row, as of the rows' generations."""
+
+    __slots__ = ("arrays", "generations", "layout")
+
+    def __init__(self, table: NodeTable, hostname_indices: Sequence[int]) -> None:
+        self.layout = table.layout
+        self.generations: IntArray = np.full(table.size, -1, np.int64)
+        self.arrays: dict[int, IntArray] = {i: np.zeros(table.size, np.int64) for i in hostname_indices}
 
 
 class Scoring:
@@ -59,6 +93,7 @@ class Scoring:
         self.constraints = constraints
         self.system_defaulted = system_defaulted
         self._counts: RowCountCache[str] = RowCountCache()
+        self._host_rows: dict[object, _HostRows] = {}
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         all_nodes = self.handle.snapshot.list()
@@ -92,9 +127,13 @@ class Scoring:
             return _node_contributions(info, constraints, eligibility, pod.namespace, require_all_keys)
 
         table: NodeTable | None = getattr(self.handle.snapshot, "table", None)
+        layout: object | None = None
+        host_rows: tuple[IntArray | None, ...] = tuple(None for _ in constraints)
         if table is not None and table.size == len(all_nodes):
             key = (pod.namespace, counting_key(constraints), eligibility, require_all_keys)
             totals = self._counts.get(key, table, len(constraints), contributions)
+            layout = table.layout
+            host_rows = self._hostname_rows(key, table, constraints, totals)
         else:
             totals = [{} for _ in constraints]
             for info in all_nodes:
@@ -109,8 +148,38 @@ class Scoring:
             topology_normalizing_weight(scored if c.topology_key == HOSTNAME_LABEL else len(counts[i]))
             for i, c in enumerate(constraints)
         )
-        state.write(PRE_SCORE_KEY, _PreScoreState(constraints, frozenset(ignored), counts, weights))
+        state.write(
+            PRE_SCORE_KEY,
+            _PreScoreState(constraints, frozenset(ignored), counts, weights, require_all_keys, layout, host_rows),
+        )
         return None
+
+    def _hostname_rows(
+        self,
+        key: object,
+        table: NodeTable,
+        constraints: Sequence[SpreadConstraint],
+        totals: Sequence[dict[str, int]],
+    ) -> tuple[IntArray | None, ...]:
+        """The hostname constraints' counts per table row; only rows changed since the last call for
+        this key are read again (a row's hostname count comes from its own node alone)."""
+        hostname = [i for i, c in enumerate(constraints) if c.topology_key == HOSTNAME_LABEL]
+        if not hostname:
+            return tuple(None for _ in constraints)
+        kept = self._host_rows.get(key)
+        if kept is None or kept.layout is not table.layout:
+            if len(self._host_rows) >= RowCountCache.MAX_ENTRIES:
+                self._host_rows.clear()
+            kept = self._host_rows[key] = _HostRows(table, hostname)
+        changed = np.flatnonzero(table.generation != kept.generations).tolist()
+        infos = table.infos
+        for i in hostname:
+            counts, per_row = totals[i], kept.arrays[i]
+            for row in changed:
+                per_row[row] = counts.get(infos[row].name, 0)
+        kept.generations = table.generation.copy()
+        # Copies: a later cycle refreshes the kept arrays while this cycle's state may still be read.
+        return tuple(kept.arrays[i].copy() if i in kept.arrays else None for i in range(len(constraints)))
 
 
 def _node_contributions(
@@ -162,6 +231,61 @@ def score_node(state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, S
         count = counts.get(node.name if c.topology_key == HOSTNAME_LABEL else domain, 0)
         total += score_for_count(count, c.max_skew, weight)
     return round_half_away_from_zero(total), None
+
+
+def score_batch(state: CycleState, table: NodeTable, rows: IntArray) -> IntArray | None:
+    """score_node for the given table rows at once; None when PreScore did not count over this table."""
+    pre = state.read(PRE_SCORE_KEY)
+    if pre.layout is not table.layout:
+        return None
+    total = np.zeros(len(rows), np.float64)
+    lacks_key = np.zeros(len(rows), np.bool_)
+    for c, counts, weight, host in zip(pre.constraints, pre.counts, pre.weights, pre.host_rows, strict=True):
+        codes, code_of = table.label_codes(c.topology_key)
+        row_codes = codes[rows]
+        present = row_codes >= 0
+        lacks_key |= ~present
+        if c.topology_key == HOSTNAME_LABEL:
+            if host is None:
+                return None
+            row_counts = host[rows]
+        else:
+            # One slot per label value plus a last one (read by code -1) left empty.
+            by_code = np.zeros(len(code_of) + 1, np.int64)
+            for value, code in code_of.items():
+                by_code[code] = counts.get(value, 0)
+            row_counts = by_code[row_codes]
+        # Absent keys add 0.0, which leaves the running float sum exactly as the per-node loop's.
+        total += np.where(present, row_counts * weight + (c.max_skew - 1), 0.0)
+    magnitude = np.abs(total)
+    floor = np.floor(magnitude)
+    rounded = np.copysign(np.where(magnitude - floor >= 0.5, floor + 1, floor), total).astype(np.int64)
+    ignored = lacks_key if pre.require_all_keys else np.zeros(len(rows), np.bool_)
+    rounded[ignored] = 0
+    state.write(BATCH_SCORES_KEY, _BatchScores(rounded, ignored))
+    return rounded
+
+
+def normalize_batch(state: CycleState, scores: IntArray) -> IntArray | None:
+    """normalize_scores over an array: for the scores score_batch returned (it knows the ignored
+    rows), or when no node is ignored; None otherwise (the per-node form reads the names)."""
+    pre = state.read(PRE_SCORE_KEY)
+    kept = state.get(BATCH_SCORES_KEY)
+    if kept is not None and kept.scores is scores:
+        ignored = kept.ignored
+    elif not pre.ignored_nodes:
+        ignored = np.zeros(len(scores), np.bool_)
+    else:
+        return None
+    counted = scores[~ignored]
+    lowest = int(counted.min()) if len(counted) else 0
+    highest = int(counted.max()) if len(counted) else 0
+    if highest == 0:
+        normalized = np.full(len(scores), MAX_NODE_SCORE, np.int64)
+    else:
+        normalized = MAX_NODE_SCORE * (highest + lowest - scores) // highest
+    normalized[ignored] = 0
+    return normalized
 
 
 def normalize_scores(state: CycleState, scores: list[NodeScore]) -> Status | None:

@@ -8,7 +8,9 @@ and only a subset of the nodes scored (as with percentageOfNodesToScore below 10
   the way kube-scheduler's PreScore/Score/NormalizeScore count;
 - List defaults (the system ones, optionally with a DoNotSchedule one): a pod without
   constraints and the same pod with the equivalent explicit constraints get the same Filter
-  verdicts and scores, and share the kept counts.
+  verdicts and scores, and share the kept counts;
+- in both, the array forms (score_batch over the scored nodes' table rows, normalize_batch) give
+  the per-node forms' raw and normalised scores.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,7 +208,21 @@ class Cluster:
             raw.append(value)
         normalized = [NodeScore(info.name, v) for info, v in zip(filtered, raw, strict=True)]
         assert self.plugin.normalize_score(state, pod, normalized) is None
-        return raw, [s.score for s in normalized]
+        expected = [s.score for s in normalized]
+        # The array forms over the scored nodes' rows of the node table.
+        table = self.sched.snapshot.table
+        position = {info.name: row for row, info in enumerate(table.infos)}
+        rows = np.array([position[info.name] for info in filtered], np.int64)
+        batch = self.plugin.score_batch(state, pod, table, rows)
+        assert batch is not None
+        assert batch.tolist() == raw
+        batch_normalized = self.plugin.normalize_batch(state, pod, batch)
+        assert batch_normalized is not None
+        assert batch_normalized.tolist() == expected
+        # Scores the per-node form produced: normalised by the array form unless nodes are ignored.
+        from_nodes = self.plugin.normalize_batch(state, pod, np.array(raw, np.int64))
+        assert from_nodes is None or from_nodes.tolist() == expected
+        return raw, expected
 
     def verdicts(self, pod: Pod) -> list[str] | None:
         state = CycleState()
