@@ -296,8 +296,9 @@ def _selectors(node: Any) -> Iterator[str]:
 
 
 def _constant_fallbacks(node: Any) -> Iterator[str]:
-    """`... or <constant>` anywhere in a parse_query AST (`or vector(0)`, `or 0`): an absent series
-    shown as a value."""
+    """Every binary `or` in a parse_query AST whose right side is a number literal or a `vector(...)`
+    call: the masking shape the chart must not contain (it would show an absent series as a value);
+    the test fails on any it yields."""
     if isinstance(node, list):
         for item in node:
             yield from _constant_fallbacks(item)
