@@ -149,9 +149,7 @@ def _compare(a: Any, b: Any, op: str) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         if op not in ("eq", "ne") or not (isinstance(a, bool) and isinstance(b, bool)):
             raise TemplateError(f"incompatible types for comparison: {show(a)} {op} {show(b)}")
-    elif isinstance(a, numeric) and isinstance(b, numeric):
-        pass
-    elif isinstance(a, str) and isinstance(b, str):
+    elif (isinstance(a, numeric) and isinstance(b, numeric)) or (isinstance(a, str) and isinstance(b, str)):
         pass
     elif op in ("eq", "ne") and (a is None or a is NO_VALUE or b is None or b is NO_VALUE):
         both_nil = a in (None, NO_VALUE) and b in (None, NO_VALUE)
@@ -239,7 +237,7 @@ FUNCS: Mapping[str, Callable[..., Any]] = {
     "le": lambda a, b: _compare(a, b, "le"),
     "gt": lambda a, b: _compare(a, b, "gt"),
     "ge": lambda a, b: _compare(a, b, "ge"),
-    "len": lambda v: len(v),
+    "len": len,
     "index": _index,
     "print": lambda *a: _sprint(a),
     "println": lambda *a: " ".join(show(v) for v in a) + "\n",
@@ -601,17 +599,7 @@ class Template:
         if isinstance(head, _Token) and head.kind == "ident" and head.text not in ("nil", "true", "false"):
             name = head.text
             if name in ("and", "or"):
-                arguments = [lambda operand=operand: self._operand(operand, dot, scope) for operand in rest]
-                if has_piped:
-                    arguments.append(lambda: piped)
-                if not arguments:
-                    raise TemplateError(f"{self.name}: missing argument to {name}")
-                result: Any = NO_VALUE
-                for argument in arguments:
-                    result = argument()
-                    if truth(result) == (name == "or"):
-                        return result
-                return result
+                return self._lazy_logic(name, rest, dot, scope, piped, has_piped)
             function = FUNCS.get(name)
             if function is None:
                 raise TemplateError(f"{self.name}: function {name!r} not defined")
@@ -627,6 +615,19 @@ class Template:
         if rest or has_piped:
             raise TemplateError(f"{self.name}: can't give argument to non-function {self._describe(head)}")
         return self._operand(head, dot, scope)
+
+    def _lazy_logic(
+        self, name: str, operands: Sequence[Any], dot: Any, scope: _Scope, piped: Any, has_piped: bool
+    ) -> Any:
+        """`and`/`or` evaluate their arguments in order and stop at the first that decides."""
+        if not operands and not has_piped:
+            raise TemplateError(f"{self.name}: missing argument to {name}")
+        result: Any = NO_VALUE
+        for position in range(len(operands) + int(has_piped)):
+            result = self._operand(operands[position], dot, scope) if position < len(operands) else piped
+            if truth(result) == (name == "or"):
+                return result
+        return result
 
     @staticmethod
     def _describe(operand: Any) -> str:

@@ -93,7 +93,10 @@ def main() -> int:
     entries = [
         {"template": key, "env": env, **result}
         for (key, _), env, result in zip(
-            [(k, p) for k, p in files for _ in ENVIRONMENTS], [e for _ in files for e in ENVIRONMENTS], results, strict=True
+            [(k, p) for k, p in files for _ in ENVIRONMENTS],
+            [e for _ in files for e in ENVIRONMENTS],
+            results,
+            strict=True,
         )
     ]
     GOLDEN.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")

@@ -24,9 +24,7 @@ def test_the_golden_file_covers_every_template_upstream_has_now() -> None:
     assert sorted({entry["template"] for entry in ENTRIES}) == sorted(PATHS)
 
 
-@pytest.mark.parametrize(
-    "entry", ENTRIES, ids=[f"{e['template']}@{e['env']['Index']}" for e in ENTRIES]
-)
+@pytest.mark.parametrize("entry", ENTRIES, ids=[f"{e['template']}@{e['env']['Index']}" for e in ENTRIES])
 def test_rendering_matches_go(entry: dict[str, Any]) -> None:
     template = Template(PATHS[entry["template"]].read_text(), entry["template"])
     if "error" in entry:
@@ -39,7 +37,7 @@ def test_rendering_matches_go(entry: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("source", "fragment"),
     [
-        ("{{define \"x\"}}{{end}}", "not supported"),
+        ('{{define "x"}}{{end}}', "not supported"),
         ("{{if .a}}", "missing {{end}}"),
         ("{{end}}", "unexpected {{end}}"),
         ("{{Unknown 1}}", "not defined"),
@@ -48,6 +46,6 @@ def test_rendering_matches_go(entry: dict[str, Any]) -> None:
     ],
 )
 def test_what_it_cannot_render_is_an_error_naming_the_construct(source: str, fragment: str) -> None:
-    with pytest.raises(TemplateError, match="t.yaml") as raised:
+    with pytest.raises(TemplateError, match=r"t\.yaml") as raised:
         Template(source, "t.yaml").render({})
     assert fragment in str(raised.value)
