@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from threading import Lock
 from typing import Any
 
@@ -38,7 +39,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from scheduler.model.quantity import INT64_MAX, INT64_MIN, Quantity, QuantityError
+from scheduler.model.quantity import INT64_MAX, INT64_MIN, QuantityError
 from scheduler.model.quantity import parse as parse_quantity
 
 # kube-scheduler's cache of compiled expressions holds the 10 most recently used ones
@@ -89,18 +90,30 @@ _QUANTITY_FORMAT_ERROR = (
 )
 
 
-def _quantity_message(value: Quantity | Decimal) -> Any:
-    exact = value.exact if isinstance(value, Quantity) else value
+def _quantity_message(exact: Decimal) -> Any:
     return _QuantityMessage(value=format(exact.normalize(), "f"))
 
 
-def _quantity(message: Any) -> Quantity:
-    return parse_quantity(message.value)
+@lru_cache(maxsize=4096)
+def _capacity_message(text: str) -> Any:
+    """The CEL value of a device's capacity; devices of one driver repeat the same few."""
+    return _quantity_message(parse_quantity(text).exact)
 
 
-def _parse_quantity(text: str) -> Quantity:
+@lru_cache(maxsize=4096)
+def _exact(text: str) -> Decimal:
+    return Decimal(text)
+
+
+def _value(message: Any) -> Decimal:
+    return _exact(message.value)
+
+
+@lru_cache(maxsize=4096)
+def _parse_quantity(text: str) -> Any:
+    """quantity(): selectors name the same few literals, evaluated once per device."""
     try:
-        return parse_quantity(text)
+        return _quantity_message(parse_quantity(text).exact)
     except QuantityError:
         raise ValueError(_QUANTITY_FORMAT_ERROR) from None
 
@@ -110,36 +123,35 @@ def _sign(value: Decimal) -> int:
 
 
 def _compare(a: Any, b: Any) -> int:
-    return _sign(_quantity(a).exact - _quantity(b).exact)
-
-
-def _as_integer(message: Any) -> int:
-    # Quantity.AsInt64: only an integral value within int64 converts.
-    exact = _quantity(message).exact
-    if exact != exact.to_integral_value() or not INT64_MIN <= exact <= INT64_MAX:
-        raise ValueError("cannot convert value to integer")
-    return int(exact)
+    return _sign(_value(a) - _value(b))
 
 
 def _is_integer(message: Any) -> bool:
-    exact = _quantity(message).exact
+    # Quantity.AsInt64 converts only an integral value within int64.
+    exact = _value(message)
     return exact == exact.to_integral_value() and INT64_MIN <= exact <= INT64_MAX
 
 
+def _as_integer(message: Any) -> int:
+    if not _is_integer(message):
+        raise ValueError("cannot convert value to integer")
+    return int(_value(message))
+
+
 def _add(a: Any, b: Any) -> Any:
-    return _quantity_message(_quantity(a) + _quantity(b))
+    return _quantity_message(_value(a) + _value(b))
 
 
 def _add_int(a: Any, b: int) -> Any:
-    return _quantity_message(_quantity(a).exact + b)
+    return _quantity_message(_value(a) + b)
 
 
 def _sub(a: Any, b: Any) -> Any:
-    return _quantity_message(_quantity(a).exact - _quantity(b).exact)
+    return _quantity_message(_value(a) - _value(b))
 
 
 def _sub_int(a: Any, b: int) -> Any:
-    return _quantity_message(_quantity(a).exact - b)
+    return _quantity_message(_value(a) - b)
 
 
 # blang/semver v4's grammar, with its error wording.
@@ -208,6 +220,7 @@ def _normalize_semver(text: str) -> str:
     return ".".join(parts)
 
 
+@lru_cache(maxsize=4096)
 def _semver_message(text: str, normalize: bool = False) -> Any:
     major, minor, patch, pre = _parse_semver(_normalize_semver(text) if normalize else text)
     return _SemverMessage(major=major, minor=minor, patch=patch, pre=".".join(pre))
@@ -260,13 +273,13 @@ def _functions() -> list[Any]:
     q, s = _QUANTITY, _SEMVER
     declarations: dict[str, list[Any]] = {
         # library.Quantity
-        "quantity": [_overload("string_to_quantity", q, [t.STRING], lambda x: _quantity_message(_parse_quantity(x)))],
+        "quantity": [_overload("string_to_quantity", q, [t.STRING], _parse_quantity)],
         "isQuantity": [_overload("is_quantity_string", t.BOOL, [t.STRING], _is_quantity)],
-        "sign": [_overload("quantity_sign", t.INT, [q], lambda x: _sign(_quantity(x).exact), True)],
+        "sign": [_overload("quantity_sign", t.INT, [q], lambda x: _sign(_value(x)), True)],
         "isInteger": [_overload("quantity_is_integer", t.BOOL, [q], _is_integer, True)],
         "asInteger": [_overload("quantity_get_int", t.INT, [q], _as_integer, True)],
         "asApproximateFloat": [
-            _overload("quantity_get_float", t.DOUBLE, [q], lambda x: float(_quantity(x).exact), True)
+            _overload("quantity_get_float", t.DOUBLE, [q], lambda x: float(_value(x)), True)
         ],
         "add": [
             _overload("quantity_add", q, [q, q], _add, True),
@@ -338,7 +351,7 @@ _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 # cel-cpp runtime messages and cel-go's for the same failure.
 _RUNTIME_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
-    (re.compile(r'^Key not found in map : "?(.*?)"?$'), lambda m: f"no such key: {m.group(1)}"),
+    (re.compile(r"""^Key not found in map : (?:"(.*)"|'(.*)'|(.*))$""", re.DOTALL), lambda m: f"no such key: {_first(m)}"),
     (re.compile(r"^divide by zero$"), lambda m: "division by zero"),
     (re.compile(r"^modulus by zero$"), lambda m: "modulus by zero"),
     (re.compile(r"^No matching overloads found.*$"), lambda m: "no such overload"),
@@ -378,6 +391,10 @@ def _type_name(cel_type: Any) -> str:
 def _runtime_type_name(cel_type: Any) -> str:
     """cel-go's TypeName() of a value's type: the name without parameters."""
     return _type_name(cel_type).split("(", 1)[0]
+
+
+def _first(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None)
 
 
 def _strip_status(message: str) -> str:
@@ -429,16 +446,30 @@ class CompilationResult:
         """
         if self.error is not None:
             raise self.error
+        attribute_domains = _attribute_domains(driver, attributes)
+        capacity_domains = _capacity_domains(driver, capacity)
         data = {
             _DRIVER: driver,
             _MULTI_ALLOC: allow_multiple_allocations,
-            _ATTRIBUTES: _DomainMap(_attribute_domains(driver, attributes)),
-            _CAPACITY: _DomainMap(_capacity_domains(driver, capacity)),
+            _ATTRIBUTES: attribute_domains,
+            _CAPACITY: capacity_domains,
         }
-        result = self._program.eval(data=data)
-        result_type = result.type()
-        if result_type == cel.Type.ERROR:
-            raise CELError(_runtime_message(str(result.value())))
+        for _ in range(_MAX_DEFAULTED_DOMAINS + 1):
+            result = self._program.eval(data=data)
+            result_type = result.type()
+            if result_type != cel.Type.ERROR:
+                break
+            message = str(result.value())
+            domain = _missing_key(message)
+            if domain is None or (domain in attribute_domains and domain in capacity_domains):
+                raise CELError(_runtime_message(message))
+            # Upstream's maps answer a lookup of an absent domain with an empty map; cel-cpp takes
+            # plain maps, so a lookup that failed on an absent domain is evaluated again with that
+            # domain present and empty.
+            attribute_domains.setdefault(domain, {})
+            capacity_domains.setdefault(domain, {})
+        else:
+            raise CELError(_runtime_message(message))
         if result_type != cel.Type.BOOL:
             type_name = _runtime_type_name(result_type)
             reason = _NOT_BOOL.get(type_name, f"type conversion error from '{type_name}' to 'bool'")
@@ -446,13 +477,18 @@ class CompilationResult:
         return bool(result.value())
 
 
-class _DomainMap(dict[str, dict[str, Any]]):
-    """device.attributes / device.capacity: a lookup of a domain the device lacks is an empty map
-    (upstream's newStringInterfaceMapWithDefault), while `in`, size() and iteration see only the
-    domains it has."""
+# A device has at most 32 attributes and capacities; an expression that looks up more absent
+# domains than that is not one a driver's device can satisfy, and each lookup costs an evaluation.
+_MAX_DEFAULTED_DOMAINS = 32
+_MISSING_KEY = re.compile(r"""^NOT_FOUND: Key not found in map : (?:"(.*)"|'(.*)')$""", re.DOTALL)
 
-    def __missing__(self, key: str) -> dict[str, Any]:
-        return {}
+
+def _missing_key(message: str) -> str | None:
+    """The string key of a failed map lookup in cel-cpp's message, if that is what failed."""
+    match = _MISSING_KEY.match(message.strip())
+    if match is None:
+        return None
+    return match.group(1) if match.group(1) is not None else match.group(2)
 
 
 def _split(name: str, driver: str) -> tuple[str, str]:
@@ -493,10 +529,10 @@ def _capacity_domains(driver: str, capacity: Mapping[str, Mapping[str, Any]]) ->
     for name, entry in capacity.items():
         domain, ident = _split(name, driver)
         try:
-            value = parse_quantity(entry.get("value", "0"))
+            value = _capacity_message(str(entry.get("value", "0")))
         except QuantityError:
             raise CELError(f"capacity {name}: {_QUANTITY_FORMAT_ERROR}") from None
-        domains.setdefault(domain, {})[ident] = _quantity_message(value)
+        domains.setdefault(domain, {})[ident] = value
     return domains
 
 
