@@ -268,9 +268,85 @@ def _compare_any(a: Any, b: Any) -> int:
     return _compare(a, b)
 
 
+def _cel_equal(a: Any, b: Any) -> bool:
+    """CEL's `==` on two values of any type: a bool is never a number, numbers compare across types."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_cel_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _includes(target: Any, value: Any) -> bool:
+    # library.IncludesOption: membership in a list attribute, equality with a scalar one.
+    if isinstance(target, list):
+        return any(_cel_equal(item, value) for item in target)
+    return _cel_equal(target, value)
+
+
+def _extreme(name: str, pick: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    def extreme(items: list[Any]) -> Any:
+        if not items:
+            raise ValueError(f"{name} called on empty list")
+        return pick(items)
+
+    return extreme
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    # Python's re stands in for RE2: the two agree on the syntax selectors use (classes,
+    # repetition, anchors, groups); RE2's absence of backreferences only narrows what is valid.
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"Illegal regex: {exc}") from None
+
+
+def _find(text: str, pattern: str) -> str:
+    match = _regex(pattern).search(text)
+    return match.group(0) if match else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    found = [match.group(0) for match in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
+def _includes_overloads() -> list[Any]:
+    """includes(dyn, dyn), spelled out per runtime kind: cel-cpp's binding dispatches a Python
+    implementation only on concrete parameter types. The two message types share one runtime
+    kind, so the second of each pair is declared for the checker and served by the first."""
+    t = cel.Type
+    kinds = [
+        ("int", t.INT),
+        ("uint", t.UINT),
+        ("double", t.DOUBLE),
+        ("string", t.STRING),
+        ("bool", t.BOOL),
+        ("bytes", t.BYTES),
+        ("list", t.List(t.DYN)),
+        ("message", _SEMVER),
+        ("message", _QUANTITY),
+    ]
+    overloads = []
+    implemented: set[tuple[str, str]] = set()
+    for i, (target_kind, target) in enumerate(kinds):
+        for j, (arg_kind, arg) in enumerate(kinds):
+            overload_id = f"list_includes_{i}_{j}"
+            if (target_kind, arg_kind) in implemented:
+                overloads.append(_declaration(overload_id, t.BOOL, [target, arg]))
+            else:
+                implemented.add((target_kind, arg_kind))
+                overloads.append(_overload(overload_id, t.BOOL, [target, arg], _includes, True))
+    return overloads
+
+
 def _functions() -> list[Any]:
     t = cel.Type
     q, s = _QUANTITY, _SEMVER
+    dyn_list = t.List(t.DYN)
     declarations: dict[str, list[Any]] = {
         # library.Quantity
         "quantity": [_overload("string_to_quantity", q, [t.STRING], _parse_quantity)],
@@ -288,6 +364,20 @@ def _functions() -> list[Any]:
         "sub": [
             _overload("quantity_sub", q, [q, q], _sub, True),
             _overload("quantity_sub_int", q, [q, t.INT], _sub_int, True),
+        ],
+        # library.IncludesOption (the stored-expressions environment declares it)
+        "includes": _includes_overloads(),
+        # library.Lists(version 1), on lists of any element type; its indexOf and lastIndexOf
+        # are left out, cel-cpp cannot add overloads to the strings extension's functions.
+        "isSorted": [_overload("list_is_sorted", t.BOOL, [dyn_list], lambda x: x == sorted(x), True)],
+        "sum": [_overload("list_sum", t.DYN, [dyn_list], lambda x: sum(x), True)],
+        "min": [_overload("list_min", t.DYN, [dyn_list], _extreme("min", min), True)],
+        "max": [_overload("list_max", t.DYN, [dyn_list], _extreme("max", max), True)],
+        # library.Regex
+        "find": [_overload("string_find_string", t.STRING, [t.STRING, t.STRING], _find, True)],
+        "findAll": [
+            _overload("string_find_all_string", t.LIST, [t.STRING, t.STRING], _find_all, True),
+            _overload("string_find_all_string_int", t.LIST, [t.STRING, t.STRING, t.INT], _find_all, True),
         ],
         # library.SemverLib(version 1)
         "semver": [
@@ -354,6 +444,8 @@ _RUNTIME_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] 
     (re.compile(r"""^Key not found in map : (?:"(.*)"|'(.*)'|(.*))$""", re.DOTALL), lambda m: f"no such key: {_first(m)}"),
     (re.compile(r"^divide by zero$"), lambda m: "division by zero"),
     (re.compile(r"^modulus by zero$"), lambda m: "modulus by zero"),
+    # cel-go names the Go type of the range ("got 'types.Int', ..."), which cel-cpp does not say.
+    (re.compile(r"^No matching overloads found : <iter_range>$"), lambda m: "got a value that is not a list or map, expected iterable type"),
     (re.compile(r"^No matching overloads found.*$"), lambda m: "no such overload"),
 ]
 # cel-go's ConvertToNative(bool) message per result type (DeviceMatches wraps it).
@@ -420,6 +512,101 @@ def enhance_runtime_error(message: str) -> str:
     return message
 
 
+# ---- the cost budget ---------------------------------------------------------------------------
+#
+# kube stops an evaluation whose running cost passes resourceapi.CELSelectorExpressionMaxCost.
+# cel-cpp keeps no such count, so the cost is bounded from the checked syntax tree instead: the
+# same unit costs as cel-go's tracker (one per variable, field, call and comparison; ten per list
+# literal) with every comprehension charged for all its iterations, a literal range by its length
+# and any other range by the longest list or map a device can hold. Only nesting of comprehensions
+# makes a selector expensive, and there the bound is what kube's tracker counts when no iteration
+# short-circuits; the apiserver refuses an expression whose estimate passes the budget, so one that
+# gets here is the scheduler's to refuse, per device, with kube's message.
+
+COST_LIMIT_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+# resourceapi.ResourceSliceMaxAttributeValuesPerDevice and DeviceAttributeMaxValueLength: the
+# largest range a device's data can give a comprehension.
+_UNKNOWN_RANGE = 64
+_LIST_LITERAL_COST = 10
+_MAP_LITERAL_COST = 30
+
+
+def _wire_fields(buffer: bytes) -> list[tuple[int, int | bytes]]:
+    """The (field number, value) pairs of one protobuf message: varints as int, others as bytes."""
+    fields: list[tuple[int, int | bytes]] = []
+    position = 0
+
+    def varint() -> int:
+        nonlocal position
+        value = shift = 0
+        while True:
+            byte = buffer[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    while position < len(buffer):
+        key = varint()
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            fields.append((number, varint()))
+        elif wire_type == 2:
+            length = varint()
+            fields.append((number, buffer[position : position + length]))
+            position += length
+        else:  # fixed 64/32-bit: doubles in constants, never a sub-expression
+            width = 8 if wire_type == 1 else 4
+            fields.append((number, buffer[position : position + width]))
+            position += width
+    return fields
+
+
+def _messages(fields: list[tuple[int, int | bytes]], number: int) -> list[bytes]:
+    return [value for field_number, value in fields if field_number == number and isinstance(value, bytes)]
+
+
+# cel.expr.Expr's oneof members and the fields that hold sub-expressions.
+_SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 5, 6, 7, 8, 9
+
+
+def _cost(expr: bytes) -> tuple[int, int]:
+    """(worst-case cost, element count when a literal list or map, else the unknown range)."""
+    for number, body in _wire_fields(expr):
+        if not isinstance(body, bytes):
+            continue
+        if number == 4:  # identifier
+            return 1, _UNKNOWN_RANGE
+        if number == _SELECT:
+            operand = _messages(_wire_fields(body), 1)
+            return 1 + sum(_cost(sub)[0] for sub in operand), _UNKNOWN_RANGE
+        if number == _CALL:
+            fields = _wire_fields(body)
+            parts = _messages(fields, 1) + _messages(fields, 3)
+            return 1 + sum(_cost(sub)[0] for sub in parts), _UNKNOWN_RANGE
+        if number == _LIST:
+            elements = _messages(_wire_fields(body), 1)
+            return _LIST_LITERAL_COST + sum(_cost(sub)[0] for sub in elements), len(elements)
+        if number == _STRUCT:
+            entries = _messages(_wire_fields(body), 2)
+            values = [sub for entry in entries for key in (3, 4) for sub in _messages(_wire_fields(entry), key)]
+            return _MAP_LITERAL_COST + sum(_cost(sub)[0] for sub in values), len(entries)
+        if number == _COMPREHENSION:
+            fields = _wire_fields(body)
+            range_cost, iterations = _cost(_messages(fields, 2)[0])
+            once = sum(_cost(sub)[0] for key in (4, 7) for sub in _messages(fields, key))
+            per_iteration = sum(_cost(sub)[0] for key in (5, 6) for sub in _messages(fields, key))
+            return range_cost + once + iterations * per_iteration, _UNKNOWN_RANGE
+    return 0, _UNKNOWN_RANGE  # a constant
+
+
+def _max_cost(program: Any) -> int:
+    """The bound on a compiled expression's runtime cost (Any → CheckedExpr → expr, field 4)."""
+    checked = _messages(_wire_fields(program.serialize()), 2)[0]
+    return _cost(_messages(_wire_fields(checked), 4)[0])[0]
+
+
 # ---- compiled expressions ----------------------------------------------------------------------
 
 
@@ -430,6 +617,7 @@ class CompilationResult:
     expression: str
     error: CELError | None
     _program: Any = field(default=None, repr=False, compare=False)
+    max_cost: int = 0
 
     def device_matches(
         self,
@@ -446,6 +634,8 @@ class CompilationResult:
         """
         if self.error is not None:
             raise self.error
+        if self.max_cost > MAX_COST:
+            raise CELError(COST_LIMIT_EXCEEDED)
         attribute_domains = _attribute_domains(driver, attributes)
         capacity_domains = _capacity_domains(driver, capacity)
         data = {
@@ -545,7 +735,7 @@ def _compile(expression: str) -> CompilationResult:
     if not (result_type == cel.Type.BOOL or result_type == cel.Type.DYN):
         detail = f"must evaluate to bool or the unknown type, not {_type_name(result_type)}"
         return CompilationResult(expression, CELError(detail))
-    return CompilationResult(expression, None, program)
+    return CompilationResult(expression, None, program, _max_cost(program))
 
 
 _cache: OrderedDict[str, CompilationResult] = OrderedDict()
