@@ -30,7 +30,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from functools import lru_cache
 from threading import Lock
 from typing import Any
@@ -84,14 +84,30 @@ _SemverMessage: Any = message_factory.GetMessageClass(_POOL.FindMessageTypeByNam
 _QUANTITY = cel.Type("kubernetes.Quantity")
 _SEMVER = cel.Type("kubernetes.Semver")
 
-# resource.ErrFormatWrong, the error of resource.ParseQuantity for anything it cannot read.
-_QUANTITY_FORMAT_ERROR = (
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-)
+# resource.ParseQuantity's errors: ErrFormatWrong for text outside its pattern, ErrNumeric and
+# ErrSuffix for text the pattern admits but whose number or suffix is not one.
+_QUANTITY_PATTERN = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_QUANTITY_FORMAT_ERROR = f"quantities must match the regular expression '{_QUANTITY_PATTERN.pattern}'"
+_QUANTITY_NUMERIC_ERROR = "unable to parse numeric part of quantity"
+_QUANTITY_SUFFIX_ERROR = "unable to parse quantity's suffix"
+
+
+def _quantity_error(text: str) -> str:
+    match = _QUANTITY_PATTERN.match(text)
+    if match is None:
+        return _QUANTITY_FORMAT_ERROR
+    number = match.group(1).lstrip("+-")
+    if number.count(".") > 1 or not any(char.isdigit() for char in number):
+        return _QUANTITY_NUMERIC_ERROR
+    return _QUANTITY_SUFFIX_ERROR
+
+
+# Quantity arithmetic is exact in kube (inf.Dec past int64); the default context's 28 digits are not.
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
 
 
 def _quantity_message(exact: Decimal) -> Any:
-    return _QuantityMessage(value=format(exact.normalize(), "f"))
+    return _QuantityMessage(value=format(exact.normalize(_EXACT), "f"))
 
 
 @lru_cache(maxsize=4096)
@@ -115,7 +131,7 @@ def _parse_quantity(text: str) -> Any:
     try:
         return _quantity_message(parse_quantity(text).exact)
     except QuantityError:
-        raise ValueError(_QUANTITY_FORMAT_ERROR) from None
+        raise ValueError(_quantity_error(text)) from None
 
 
 def _sign(value: Decimal) -> int:
@@ -123,7 +139,8 @@ def _sign(value: Decimal) -> int:
 
 
 def _compare(a: Any, b: Any) -> int:
-    return _sign(_value(a) - _value(b))
+    a_value, b_value = _value(a), _value(b)
+    return (a_value > b_value) - (a_value < b_value)
 
 
 def _is_integer(message: Any) -> bool:
@@ -139,19 +156,19 @@ def _as_integer(message: Any) -> int:
 
 
 def _add(a: Any, b: Any) -> Any:
-    return _quantity_message(_value(a) + _value(b))
+    return _quantity_message(_EXACT.add(_value(a), _value(b)))
 
 
 def _add_int(a: Any, b: int) -> Any:
-    return _quantity_message(_value(a) + b)
+    return _quantity_message(_EXACT.add(_value(a), Decimal(b)))
 
 
 def _sub(a: Any, b: Any) -> Any:
-    return _quantity_message(_value(a) - _value(b))
+    return _quantity_message(_EXACT.subtract(_value(a), _value(b)))
 
 
 def _sub_int(a: Any, b: int) -> Any:
-    return _quantity_message(_value(a) - b)
+    return _quantity_message(_EXACT.subtract(_value(a), Decimal(b)))
 
 
 # blang/semver v4's grammar, with its error wording.
@@ -169,7 +186,7 @@ def _parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]]:
     numbers = []
     for name, part in zip(names, parts[:2], strict=True):
         if not _NUMERIC.match(part):
-            raise ValueError(f"Invalid character(s) found in {name} number {part!r}".replace("'", '"'))
+            raise ValueError(f'Invalid character(s) found in {name} number "{part}"')
         if len(part) > 1 and part[0] == "0":
             raise ValueError(f'{name.capitalize()} number must not contain leading zeroes "{part}"')
         numbers.append(int(part))
@@ -354,9 +371,7 @@ def _functions() -> list[Any]:
         "sign": [_overload("quantity_sign", t.INT, [q], lambda x: _sign(_value(x)), True)],
         "isInteger": [_overload("quantity_is_integer", t.BOOL, [q], _is_integer, True)],
         "asInteger": [_overload("quantity_get_int", t.INT, [q], _as_integer, True)],
-        "asApproximateFloat": [
-            _overload("quantity_get_float", t.DOUBLE, [q], lambda x: float(_value(x)), True)
-        ],
+        "asApproximateFloat": [_overload("quantity_get_float", t.DOUBLE, [q], lambda x: float(_value(x)), True)],
         "add": [
             _overload("quantity_add", q, [q, q], _add, True),
             _overload("quantity_add_int", q, [q, t.INT], _add_int, True),
@@ -370,7 +385,7 @@ def _functions() -> list[Any]:
         # library.Lists(version 1), on lists of any element type; its indexOf and lastIndexOf
         # are left out, cel-cpp cannot add overloads to the strings extension's functions.
         "isSorted": [_overload("list_is_sorted", t.BOOL, [dyn_list], lambda x: x == sorted(x), True)],
-        "sum": [_overload("list_sum", t.DYN, [dyn_list], lambda x: sum(x), True)],
+        "sum": [_overload("list_sum", t.DYN, [dyn_list], sum, True)],
         "min": [_overload("list_min", t.DYN, [dyn_list], _extreme("min", min), True)],
         "max": [_overload("list_max", t.DYN, [dyn_list], _extreme("max", max), True)],
         # library.Regex
@@ -441,11 +456,17 @@ _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 # cel-cpp runtime messages and cel-go's for the same failure.
 _RUNTIME_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
-    (re.compile(r"""^Key not found in map : (?:"(.*)"|'(.*)'|(.*))$""", re.DOTALL), lambda m: f"no such key: {_first(m)}"),
+    (
+        re.compile(r"""^Key not found in map : (?:"(.*)"|'(.*)'|(.*))$""", re.DOTALL),
+        lambda m: f"no such key: {_first(m)}",
+    ),
     (re.compile(r"^divide by zero$"), lambda m: "division by zero"),
     (re.compile(r"^modulus by zero$"), lambda m: "modulus by zero"),
     # cel-go names the Go type of the range ("got 'types.Int', ..."), which cel-cpp does not say.
-    (re.compile(r"^No matching overloads found : <iter_range>$"), lambda m: "got a value that is not a list or map, expected iterable type"),
+    (
+        re.compile(r"^No matching overloads found : <iter_range>$"),
+        lambda m: "got a value that is not a list or map, expected iterable type",
+    ),
     (re.compile(r"^No matching overloads found.*$"), lambda m: "no such overload"),
 ]
 # cel-go's ConvertToNative(bool) message per result type (DeviceMatches wraps it).
@@ -721,7 +742,8 @@ def _capacity_domains(driver: str, capacity: Mapping[str, Mapping[str, Any]]) ->
         try:
             value = _capacity_message(str(entry.get("value", "0")))
         except QuantityError:
-            raise CELError(f"capacity {name}: {_QUANTITY_FORMAT_ERROR}") from None
+            text = str(entry.get("value", "0"))
+            raise CELError(f"capacity {name}: {_quantity_error(text)}") from None
         domains.setdefault(domain, {})[ident] = value
     return domains
 
@@ -732,7 +754,7 @@ def _compile(expression: str) -> CompilationResult:
     except RuntimeError as exc:
         return CompilationResult(expression, CELError(f"compilation failed: {_strip_status(str(exc))}"))
     result_type = program.return_type()
-    if not (result_type == cel.Type.BOOL or result_type == cel.Type.DYN):
+    if result_type not in (cel.Type.BOOL, cel.Type.DYN):
         detail = f"must evaluate to bool or the unknown type, not {_type_name(result_type)}"
         return CompilationResult(expression, CELError(detail))
     return CompilationResult(expression, None, program, _max_cost(program))
