@@ -312,13 +312,23 @@ def _extreme(name: str, pick: Callable[..., Any]) -> Callable[[list[Any]], Any]:
     return extreme
 
 
+@lru_cache(maxsize=1)
+def _re2_check() -> Any:
+    """cel-cpp's own `matches`, to have RE2 (Go's regexp dialect) judge a pattern."""
+    return _ENV.compile('"".matches(device.driver)')
+
+
+@lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern[str]:
-    # Python's re stands in for RE2: the two agree on the syntax selectors use (classes,
-    # repetition, anchors, groups); RE2's absence of backreferences only narrows what is valid.
+    # RE2 decides what is a valid pattern, with Go's wording; Python's re then searches, as the
+    # two agree on the syntax RE2 accepts apart from a few classes ([[:alpha:]], \pL).
+    result = _re2_check().eval(data={_DRIVER: pattern})
+    if result.type() == cel.Type.ERROR:
+        raise ValueError(f"Illegal regex: {_runtime_message(str(result.value()))}")
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise ValueError(f"Illegal regex: {exc}") from None
+        raise ValueError(f"Illegal regex: error parsing regexp: {exc}") from None
 
 
 def _find(text: str, pattern: str) -> str:
@@ -462,12 +472,8 @@ _RUNTIME_MESSAGES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] 
     ),
     (re.compile(r"^divide by zero$"), lambda m: "division by zero"),
     (re.compile(r"^modulus by zero$"), lambda m: "modulus by zero"),
-    # cel-go names the Go type of the range ("got 'types.Int', ..."), which cel-cpp does not say.
-    (
-        re.compile(r"^No matching overloads found : <iter_range>$"),
-        lambda m: "got a value that is not a list or map, expected iterable type",
-    ),
     (re.compile(r"^No matching overloads found.*$"), lambda m: "no such overload"),
+    (re.compile(r"^invalid regular expression: (.*)$", re.DOTALL), lambda m: _go_regex_error(m.group(1))),
 ]
 # cel-go's ConvertToNative(bool) message per result type (DeviceMatches wraps it).
 _NOT_BOOL = {
@@ -504,6 +510,26 @@ def _type_name(cel_type: Any) -> str:
 def _runtime_type_name(cel_type: Any) -> str:
     """cel-go's TypeName() of a value's type: the name without parameters."""
     return _type_name(cel_type).split("(", 1)[0]
+
+
+# RE2's error codes and Go regexp's for the same mistake.
+_RE2_ERROR_CODES = {
+    "missing )": "missing closing )",
+    "missing ]": "missing closing ]",
+    "bad repetition operator": "invalid nested repetition operator",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+}
+
+
+def _go_regex_error(detail: str) -> str:
+    """regexp.Error's text ("error parsing regexp: missing closing ): `(`") for RE2's."""
+    if detail.startswith("trailing \\"):
+        return "error parsing regexp: trailing backslash at end of expression: ``"
+    code, _, argument = detail.partition(": ")
+    return f"error parsing regexp: {_RE2_ERROR_CODES.get(code, code)}: `{argument}`"
 
 
 def _first(match: re.Match[str]) -> str:
@@ -588,8 +614,18 @@ def _messages(fields: list[tuple[int, int | bytes]], number: int) -> list[bytes]
     return [value for field_number, value in fields if field_number == number and isinstance(value, bytes)]
 
 
-# cel.expr.Expr's oneof members and the fields that hold sub-expressions.
+# cel.expr.Expr's oneof members and the fields of each that hold sub-expressions.
 _SELECT, _CALL, _LIST, _STRUCT, _COMPREHENSION = 5, 6, 7, 8, 9
+_SUB_EXPRESSIONS = {_SELECT: (1,), _CALL: (1, 3), _LIST: (1,), _COMPREHENSION: (2, 4, 5, 6, 7)}
+_COMPOSITE = {*_SUB_EXPRESSIONS, _STRUCT}
+
+
+def _children(kind: int, fields: list[tuple[int, int | bytes]]) -> list[bytes]:
+    """The sub-expressions of one composite expression (a struct's through its entries)."""
+    if kind == _STRUCT:
+        entries = _messages(fields, 2)
+        return [sub for entry in entries for key in (3, 4) for sub in _messages(_wire_fields(entry), key)]
+    return [sub for key in _SUB_EXPRESSIONS[kind] for sub in _messages(fields, key)]
 
 
 def _cost(expr: bytes) -> tuple[int, int]:
@@ -599,22 +635,12 @@ def _cost(expr: bytes) -> tuple[int, int]:
             continue
         if number == 4:  # identifier
             return 1, _UNKNOWN_RANGE
-        if number == _SELECT:
-            operand = _messages(_wire_fields(body), 1)
-            return 1 + sum(_cost(sub)[0] for sub in operand), _UNKNOWN_RANGE
-        if number == _CALL:
-            fields = _wire_fields(body)
-            parts = _messages(fields, 1) + _messages(fields, 3)
-            return 1 + sum(_cost(sub)[0] for sub in parts), _UNKNOWN_RANGE
-        if number == _LIST:
-            elements = _messages(_wire_fields(body), 1)
-            return _LIST_LITERAL_COST + sum(_cost(sub)[0] for sub in elements), len(elements)
-        if number == _STRUCT:
-            entries = _messages(_wire_fields(body), 2)
-            values = [sub for entry in entries for key in (3, 4) for sub in _messages(_wire_fields(entry), key)]
-            return _MAP_LITERAL_COST + sum(_cost(sub)[0] for sub in values), len(entries)
+        fields = _wire_fields(body)
+        if number in (_SELECT, _CALL, _LIST, _STRUCT):
+            own = {_LIST: _LIST_LITERAL_COST, _STRUCT: _MAP_LITERAL_COST}.get(number, 1)
+            size = len(_messages(fields, 1 if number == _LIST else 2)) if number in (_LIST, _STRUCT) else _UNKNOWN_RANGE
+            return own + sum(_cost(sub)[0] for sub in _children(number, fields)), size
         if number == _COMPREHENSION:
-            fields = _wire_fields(body)
             range_cost, iterations = _cost(_messages(fields, 2)[0])
             once = sum(_cost(sub)[0] for key in (4, 7) for sub in _messages(fields, key))
             per_iteration = sum(_cost(sub)[0] for key in (5, 6) for sub in _messages(fields, key))
@@ -626,6 +652,104 @@ def _max_cost(program: Any) -> int:
     """The bound on a compiled expression's runtime cost (Any → CheckedExpr → expr, field 4)."""
     checked = _messages(_wire_fields(program.serialize()), 2)[0]
     return _cost(_messages(_wire_fields(checked), 4)[0])[0]
+
+
+# ---- which value a comprehension could not iterate ------------------------------------------------
+#
+# cel-go's message names the Go type of the range ("got 'types.Int', expected iterable type");
+# cel-cpp only says no overload matched `<iter_range>`. On that failure, each comprehension's range
+# is evaluated on its own (a checked expression with that sub-tree as its root) to find the value.
+
+_GO_VALUE_TYPES = {
+    "int": "types.Int",
+    "uint": "types.Uint",
+    "double": "types.Double",
+    "bool": "types.Bool",
+    "string": "types.String",
+    "bytes": "types.Bytes",
+    "null_type": "types.Null",
+    "kubernetes.Semver": "cel.Semver",
+    "kubernetes.Quantity": "cel.Quantity",
+    "google.protobuf.Duration": "types.Duration",
+    "google.protobuf.Timestamp": "types.Timestamp",
+    "optional_type": "*types.Optional",
+}
+_ITERABLE = ("list", "map")
+
+
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    key, length, out = (number << 3) | 2, len(payload), bytearray()
+    for value in (key, length):
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        out.append(value)
+    return bytes(out) + payload
+
+
+def _ranges(expr: bytes, enclosing: tuple[tuple[str, bytes], ...] = ()) -> list[tuple[bytes, bytes | None]]:
+    """Every comprehension's range, outermost first: (range, None), or (the enclosing range,
+    b"element") when the range is an enclosing comprehension's variable, whose value is then one
+    of that range's elements."""
+    found: list[tuple[bytes, bytes | None]] = []
+    for number, body in _wire_fields(expr):
+        if not isinstance(body, bytes) or number not in _COMPOSITE:
+            continue
+        fields = _wire_fields(body)
+        scope = enclosing
+        if number == _COMPREHENSION:
+            range_expr = _messages(fields, 2)[0]
+            variable = _ident(range_expr)
+            outer = dict(enclosing).get(variable) if variable else None
+            found.append((outer, b"element") if outer is not None else (range_expr, None))
+            names = [v.decode() for n, v in fields if n in (1, 8) and isinstance(v, bytes)]
+            scope = enclosing + tuple((name, range_expr) for name in names[:1])
+        for child in _children(number, fields):
+            found += _ranges(child, scope)
+    return found
+
+
+def _ident(expr: bytes) -> str | None:
+    for number, body in _wire_fields(expr):
+        if number == 4 and isinstance(body, bytes):
+            names = _messages(_wire_fields(body), 1)
+            return names[0].decode() if names else None
+    return None
+
+
+def _not_iterable(program: Any, data: Mapping[str, Any]) -> str:
+    """cel-go's message for a comprehension over a value that is neither a list nor a map."""
+    envelope = _wire_fields(program.serialize())
+    type_url = _messages(envelope, 1)[0]
+    checked = _wire_fields(_messages(envelope, 2)[0])
+    for range_expr, element in _ranges(_messages(checked, 4)[0]):
+        rebuilt = b"".join(
+            _length_delimited(number, range_expr if number == 4 else value)
+            for number, value in checked
+            if isinstance(value, bytes)
+        )
+        try:
+            value = _ENV.deserialize(_length_delimited(1, type_url) + _length_delimited(2, rebuilt)).eval(data=data)
+        except RuntimeError:
+            continue
+        types = [value.type()]
+        if element is not None and _runtime_type_name(value.type()) == "list":
+            # The range is an enclosing comprehension's variable: one of that list's elements.
+            types = [item.type() if hasattr(item, "type") else _python_type(item) for item in value.value()]
+        for value_type in types:
+            name = value_type if isinstance(value_type, str) else _runtime_type_name(value_type)
+            if name not in _ITERABLE and name != "error":
+                return f"got '{_GO_VALUE_TYPES.get(name, name)}', expected iterable type"
+    return "no such overload"
+
+
+def _python_type(item: Any) -> str:
+    for python_type, name in ((bool, "bool"), (int, "int"), (float, "double"), (str, "string"), (bytes, "bytes")):
+        if isinstance(item, python_type):
+            return name
+    if isinstance(item, list | dict):
+        return "list"
+    return "kubernetes.Semver" if isinstance(item, _SemverMessage) else "kubernetes.Quantity"
 
 
 # ---- compiled expressions ----------------------------------------------------------------------
@@ -673,6 +797,8 @@ class CompilationResult:
             message = str(result.value())
             domain = _missing_key(message)
             if domain is None or (domain in attribute_domains and domain in capacity_domains):
+                if message.endswith("No matching overloads found : <iter_range>"):
+                    raise CELError(_not_iterable(self._program, data))
                 raise CELError(_runtime_message(message))
             # Upstream's maps answer a lookup of an absent domain with an empty map; cel-cpp takes
             # plain maps, so a lookup that failed on an absent domain is evaluated again with that
@@ -748,15 +874,146 @@ def _capacity_domains(driver: str, capacity: Mapping[str, Mapping[str, Any]]) ->
     return domains
 
 
+_ERROR_LINE = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$")
+_NO_OVERLOAD = re.compile(r"^found no matching overload for '([^']+)' applied to '\((.*)\)'$")
+_UNDECLARED_FIELD = re.compile(r"^undeclared reference to 'device\.([A-Za-z_][A-Za-z0-9_]*)[^']*' \(in container ''\)$")
+
+
+_DEVICE_SELECTION = re.compile(r"\bdevice\s*\.")
+
+
+def _split_types(types: str) -> list[str]:
+    """`kubernetes.Quantity, map(string, int)` → its top-level type names."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(types):
+        depth += (char == "(") - (char == ")")
+        if char == "," and depth == 0:
+            parts.append(types[start:i].strip())
+            start = i + 1
+    parts.append(types[start:].strip())
+    return parts
+
+
+def _is_member_call(expression: str, line: int, column: int, function: str) -> bool:
+    """Whether the call cel-cpp reports at line:column (its `(`) has a receiver: `x.f(...)`."""
+    lines = expression.split("\n")
+    if "." in function or not 0 < line <= len(lines):
+        return False
+    before = lines[line - 1][: column - 1].rstrip()
+    return before.endswith(function) and before[: -len(function)].rstrip().endswith(".")
+
+
+def _go_compile_errors(expression: str, text: str) -> str:
+    """cel-cpp's issues with cel-go's wording where the two differ: a member call's argument
+    types (`'kubernetes.Quantity.(int)'`) and a field `device` does not have."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        match = _ERROR_LINE.match(line)
+        if match is None:
+            continue
+        row, column, message = int(match.group(1)), int(match.group(2)), match.group(3)
+        overload = _NO_OVERLOAD.match(message)
+        if overload and _is_member_call(expression, row, column, overload.group(1)):
+            target, *arguments = _split_types(overload.group(2))
+            message = (
+                f"found no matching overload for '{overload.group(1)}' applied to '{target}.({', '.join(arguments)})'"
+            )
+        field_match = _UNDECLARED_FIELD.match(message)
+        if field_match:
+            message = f"undefined field '{field_match.group(1)}'"
+            # cel-go points at the first selection after `device`, cel-cpp at the last one.
+            source_lines = expression.split("\n")
+            if 0 < row <= len(source_lines):
+                first = list(_DEVICE_SELECTION.finditer(source_lines[row - 1][:column]))
+                if first and i + 2 < len(lines):
+                    column = first[-1].end()
+                    lines[i + 2] = f" | {'.' * (column - 1)}^"
+        message = message.replace("cannot be the range of a comprehension", "cannot be range of a comprehension")
+        lines[i] = f"ERROR: <input>:{row}:{column}: {message}"
+    return "\n".join(lines)
+
+
+def _regex_literals(expr: bytes) -> list[tuple[bool, int, str]]:
+    """Every matches/find/findAll call whose pattern is a string literal: (a receiver's
+    `matches`, the pattern's node id, the pattern), in source order."""
+    found: list[tuple[bool, int, str]] = []
+    for number, body in _wire_fields(expr):
+        if not isinstance(body, bytes) or number not in _COMPOSITE:
+            continue
+        fields = _wire_fields(body)
+        if number == _CALL:
+            function = next((v for n, v in fields if n == 2 and isinstance(v, bytes)), b"").decode()
+            target, arguments = _messages(fields, 1), _messages(fields, 3)
+            position = 0 if target else 1
+            if function in ("matches", "find", "findAll") and len(arguments) > position:
+                pattern_fields = _wire_fields(arguments[position])
+                constant = _messages(pattern_fields, 3)
+                text = _messages(_wire_fields(constant[0]), 6) if constant else []
+                if text:
+                    node = next((v for n, v in pattern_fields if n == 2 and isinstance(v, int)), 0)
+                    found.append((bool(target) and function == "matches", node, text[0].decode()))
+        for child in _children(number, fields):
+            found += _regex_literals(child)
+    return found
+
+
+def _node_offsets(checked: list[tuple[int, int | bytes]]) -> dict[int, int]:
+    """SourceInfo.positions: node id → code-point offset in the expression."""
+    offsets: dict[int, int] = {}
+    for source_info in _messages(checked, 5)[:1]:
+        for entry in _messages(_wire_fields(source_info), 4):
+            values = dict(_wire_fields(entry))
+            if isinstance(values.get(1), int) and isinstance(values.get(2), int):
+                offsets[int(values[1])] = int(values[2])
+    return offsets
+
+
+def _regex_error(pattern: str) -> str | None:
+    result = _re2_check().eval(data={_DRIVER: pattern})
+    return _runtime_message(str(result.value())) if result.type() == cel.Type.ERROR else None
+
+
+def _literal_regex_errors(expression: str, program: Any) -> CELError | None:
+    """What cel-go refuses before evaluation: a receiver's `matches` with an invalid literal
+    pattern fails the environment's regex validator, any other literal pattern fails building
+    the program (cel-go precompiles them)."""
+    checked = _wire_fields(_messages(_wire_fields(program.serialize()), 2)[0])
+    literals = _regex_literals(_messages(checked, 4)[0])
+    invalid = [(member, node, error) for member, node, pattern in literals if (error := _regex_error(pattern))]
+    if not invalid:
+        return None
+    offsets = _node_offsets(checked)
+    issues = []
+    for member, node, _ in invalid:
+        if member:
+            offset = offsets.get(node, 0)
+            row = expression.count("\n", 0, offset) + 1
+            line_start = expression.rfind("\n", 0, offset) + 1
+            line = expression[line_start:].split("\n", 1)[0]
+            column = offset - line_start + 1
+            issues.append(
+                f"ERROR: <input>:{row}:{column}: invalid matches argument\n | {line}\n | {'.' * (column - 1)}^"
+            )
+    if issues:
+        return CELError("compilation failed: " + "\n".join(issues))
+    return CELError(f"program instantiation failed: {invalid[0][2]}")
+
+
 def _compile(expression: str) -> CompilationResult:
     try:
         program = _ENV.compile(expression)
     except RuntimeError as exc:
-        return CompilationResult(expression, CELError(f"compilation failed: {_strip_status(str(exc))}"))
+        detail = _go_compile_errors(expression, _strip_status(str(exc)))
+        return CompilationResult(expression, CELError(f"compilation failed: {detail}"))
+    regex_error = _literal_regex_errors(expression, program)
+    if regex_error is not None and str(regex_error).startswith("compilation failed"):
+        return CompilationResult(expression, regex_error)
     result_type = program.return_type()
     if result_type not in (cel.Type.BOOL, cel.Type.DYN):
         detail = f"must evaluate to bool or the unknown type, not {_type_name(result_type)}"
         return CompilationResult(expression, CELError(detail))
+    if regex_error is not None:
+        return CompilationResult(expression, regex_error)
     return CompilationResult(expression, None, program, _max_cost(program))
 
 
