@@ -577,6 +577,12 @@ def test_bad_attribute_is_the_devices_error() -> None:
         compiled.device_matches(DRIVER, {"v": {"version": "1.0"}}, {})
     with pytest.raises(CELError, match=r"^attribute empty: unsupported attribute value$"):
         compiled.device_matches(DRIVER, {"empty": {}}, {})
+    with pytest.raises(CELError, match=r"^attribute null: unsupported attribute value$"):
+        compiled.device_matches(DRIVER, {"null": None}, {})  # type: ignore[dict-item]
+    with pytest.raises(CELError, match=r"^capacity memory: quantities must match the regular expression"):
+        compiled.device_matches(DRIVER, {}, {"memory": {"value": "lots"}})
+    with pytest.raises(CELError, match=r"^capacity memory: quantities must match the regular expression"):
+        compiled.device_matches(DRIVER, {}, {"memory": None})  # type: ignore[dict-item]
 
 
 @pytest.mark.parametrize(
