@@ -304,6 +304,10 @@ def _includes(target: Any, value: Any) -> bool:
     return _cel_equal(target, value)
 
 
+def _sets_contains(items: list[Any], others: list[Any]) -> bool:
+    return all(_includes(items, other) for other in others)
+
+
 def _extreme(name: str, pick: Callable[..., Any]) -> Callable[[list[Any]], Any]:
     def extreme(items: list[Any]) -> Any:
         if not items:
@@ -399,6 +403,26 @@ def _functions() -> list[Any]:
         "sum": [_overload("list_sum", t.DYN, [dyn_list], sum, True)],
         "min": [_overload("list_min", t.DYN, [dyn_list], _extreme("min", min), True)],
         "max": [_overload("list_max", t.DYN, [dyn_list], _extreme("max", max), True)],
+        # ext.Sets
+        "sets.contains": [
+            _overload("list_sets_contains_list", t.BOOL, [dyn_list, dyn_list], _sets_contains),
+        ],
+        "sets.equivalent": [
+            _overload(
+                "list_sets_equivalent_list",
+                t.BOOL,
+                [dyn_list, dyn_list],
+                lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
+            ),
+        ],
+        "sets.intersects": [
+            _overload(
+                "list_sets_intersects_list",
+                t.BOOL,
+                [dyn_list, dyn_list],
+                lambda a, b: any(_includes(a, item) for item in b),
+            ),
+        ],
         # library.Regex
         "find": [_overload("string_find_string", t.STRING, [t.STRING, t.STRING], _find, True)],
         "findAll": [

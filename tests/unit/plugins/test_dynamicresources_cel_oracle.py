@@ -72,6 +72,22 @@ EDGE_CASES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ('device.attributes["dra.example.com"].index / 0 == 1', tables.DRIVER, GPU, MEMORY),
     ("9223372036854775807 + 1 > 0", tables.DRIVER, GPU, MEMORY),
     ('device.attributes["dra.example.com"].model > 1', tables.DRIVER, GPU, MEMORY),
+    # the sets extension
+    *(
+        (expression, tables.DRIVER, GPU, MEMORY)
+        for expression in (
+            "sets.contains([1, 2, 3], [1, 3])",
+            "sets.contains([1], [2])",
+            "sets.contains([], [])",
+            "sets.contains([[1]], [[1]])",
+            "sets.equivalent([1, 2], [2, 1, 1])",
+            "sets.equivalent([1], [1, 2])",
+            "sets.intersects([1, 2], [3, 2])",
+            "sets.intersects([], [1])",
+            'sets.contains(device.attributes["dra.example.com"].ids, [1])',
+            'sets.intersects(device.attributes["dra.example.com"].ids, [3, 4])',
+        )
+    ),
 ]
 
 
