@@ -135,8 +135,10 @@ class CelExprPython(Candidate):
         dra_cel._compile(expression).device_matches(DRIVER, ATTRIBUTES, CAPACITY)
 
     def eval_compiled(self, expression: str) -> Callable[[], Any]:
+        # Like the other candidates' contexts, the device is converted once.
         compiled = dra_cel.compile_expression(expression)
-        return lambda: compiled.device_matches(DRIVER, ATTRIBUTES, CAPACITY)
+        device = dra_cel.CELDevice(DRIVER, ATTRIBUTES, CAPACITY)
+        return lambda: compiled.matches(device)
 
 
 def _split(name: str) -> tuple[str, str]:

@@ -802,34 +802,37 @@ class CompilationResult:
         `attributes` and `capacity` are the resource.k8s.io/v1 Device fields as the API serves
         them; a name without a domain belongs to the driver's domain.
         """
+        return self.matches(CELDevice(driver, attributes, capacity, allow_multiple_allocations))
+
+    def matches(self, device: CELDevice) -> bool:
+        """device_matches for a device converted once, to evaluate several selectors on it."""
         if self.error is not None:
             raise self.error
         if self.max_cost > MAX_COST:
             raise CELError(COST_LIMIT_EXCEEDED)
-        attribute_domains = _attribute_domains(driver, attributes)
-        capacity_domains = _capacity_domains(driver, capacity)
-        data = {
-            _DRIVER: driver,
-            _MULTI_ALLOC: allow_multiple_allocations,
-            _ATTRIBUTES: attribute_domains,
-            _CAPACITY: capacity_domains,
-        }
+        data, activation = device.variables()
+        defaulted: dict[str, Any] | None = None
         for _ in range(_MAX_DEFAULTED_DOMAINS + 1):
-            result = self._program.eval(data=data)
+            result = self._program.eval(activation)
             result_type = result.type()
             if result_type != cel.Type.ERROR:
                 break
             message = str(result.value())
             domain = _missing_key(message)
+            attribute_domains, capacity_domains = data[_ATTRIBUTES], data[_CAPACITY]
             if domain is None or (domain in attribute_domains and domain in capacity_domains):
                 if message.endswith("No matching overloads found : <iter_range>"):
                     raise CELError(_not_iterable(self._program, data))
                 raise CELError(_runtime_message(message))
             # Upstream's maps answer a lookup of an absent domain with an empty map; cel-cpp takes
             # plain maps, so a lookup that failed on an absent domain is evaluated again with that
-            # domain present and empty.
-            attribute_domains.setdefault(domain, {})
-            capacity_domains.setdefault(domain, {})
+            # domain present and empty (in a copy: the device's variables serve other selectors).
+            if defaulted is None:
+                defaulted = {**data, _ATTRIBUTES: dict(attribute_domains), _CAPACITY: dict(capacity_domains)}
+                data = defaulted
+            data[_ATTRIBUTES].setdefault(domain, {})
+            data[_CAPACITY].setdefault(domain, {})
+            activation = _ENV.Activation(data)
         else:
             raise CELError(_runtime_message(message))
         if result_type != cel.Type.BOOL:
@@ -837,6 +840,45 @@ class CompilationResult:
             reason = _NOT_BOOL.get(type_name, f"type conversion error from '{type_name}' to 'bool'")
             raise CELError(f"CEL result of type {type_name} could not be converted to bool: {reason}")
         return bool(result.value())
+
+
+class CELDevice:
+    """One device as the selectors see it, converted on first use and then shared by every
+    selector evaluated on it; a device whose attribute cannot be converted fails each of them
+    with the same CELError, as upstream's DeviceMatches does."""
+
+    __slots__ = ("_activation", "_data", "_error", "_fields")
+
+    def __init__(
+        self,
+        driver: str,
+        attributes: Mapping[str, Mapping[str, Any]],
+        capacity: Mapping[str, Mapping[str, Any]],
+        allow_multiple_allocations: bool = False,
+    ) -> None:
+        self._fields = (driver, attributes, capacity, allow_multiple_allocations)
+        self._data: dict[str, Any] | None = None
+        self._activation: Any = None
+        self._error: CELError | None = None
+
+    def variables(self) -> tuple[dict[str, Any], Any]:
+        """The CEL variables and the binding's activation holding them."""
+        if self._error is not None:
+            raise self._error
+        if self._data is None:
+            driver, attributes, capacity, allow_multiple_allocations = self._fields
+            try:
+                data = {
+                    _DRIVER: driver,
+                    _MULTI_ALLOC: allow_multiple_allocations,
+                    _ATTRIBUTES: _attribute_domains(driver, attributes),
+                    _CAPACITY: _capacity_domains(driver, capacity),
+                }
+            except CELError as exc:
+                self._error = exc
+                raise
+            self._data, self._activation = data, _ENV.Activation(data)
+        return self._data, self._activation
 
 
 # A device has at most 32 attributes and capacities; an expression that looks up more absent

@@ -620,3 +620,24 @@ def test_enhance_runtime_error() -> None:
     assert cel.enhance_runtime_error("no such key: x") == hint
     assert cel.enhance_runtime_error(hint) == hint
     assert cel.enhance_runtime_error("division by zero") == "division by zero"
+
+
+def test_one_converted_device_serves_every_selector() -> None:
+    device = cel.CELDevice(DRIVER, {"model": {"string": "a100"}}, {"memory": {"value": "80Gi"}})
+    # The first selector's lookup of an absent domain must not make it present for the next.
+    assert compile_expression('device.attributes["gpu.example.com"].size() == 0').matches(device)
+    assert not compile_expression('"gpu.example.com" in device.attributes').matches(device)
+    absent_twice = 'device.attributes["other.example.com"].size() == 0 && !("gpu.example.com" in device.attributes)'
+    assert compile_expression(absent_twice).matches(device)
+    assert compile_expression('device.capacity["dra.example.com"].memory == quantity("80Gi")').matches(device)
+    assert compile_expression('device.attributes["dra.example.com"].model == "a100"').matches(device)
+
+
+def test_a_device_that_cannot_be_converted_fails_every_selector_alike() -> None:
+    device = cel.CELDevice(DRIVER, {"v": {"version": "one"}}, {})
+    errors = []
+    for expression in ("true", 'device.driver == "x"'):
+        with pytest.raises(CELError) as raised:
+            compile_expression(expression).matches(device)
+        errors.append(str(raised.value))
+    assert errors == ["attribute v: parse semantic version: No Major.Minor.Patch elements found"] * 2
