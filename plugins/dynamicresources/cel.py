@@ -18,7 +18,7 @@ harness/bench/cel_compare.py: it alone type-checks at compile time like cel-go, 
 fails to compile with cel-go's wording ("undeclared reference", "found no matching overload",
 "Syntax error"); it alone ships the strings, bindings and optional-types extensions; it answers
 32 of 32 DRA selectors as kube does (the others 22 and 21) and evaluates 30x faster than
-cel-python, within 20% of cel-rust. Kubernetes' Quantity and Semver are message types of a tiny
+cel-python, in about 1.5x cel-rust's time. Kubernetes' Quantity and Semver are message types of a tiny
 descriptor pool, because the binding cannot pass an opaque Python object through cel-cpp; each
 message holds only the canonical value, so CEL's message equality is kube's `Equal`. What cel-cpp
 cannot give the same way (the running cost, a defaulting map, some libraries) and how this module
