@@ -37,6 +37,7 @@ the counters left per pool.
 
 from .allocator import Allocator, CELCompiler, CompiledSelector, Stats, taint_prevents_allocation
 from .pools import Pool, PoolID, gather_pools, node_matches
+from .taintrules import apply_device_taint_rules
 from .types import (
     ALLOCATION_RESULTS_MAX_SIZE,
     SUPPORTED_FEATURES,
@@ -67,6 +68,7 @@ __all__ = [
     "PoolID",
     "SharedDeviceID",
     "Stats",
+    "apply_device_taint_rules",
     "gather_pools",
     "node_matches",
     "taint_prevents_allocation",

@@ -78,7 +78,7 @@ def _ceil(value: Decimal) -> int:
     return whole + 1 if value > whole else whole
 
 
-def _safe_milli(value: Decimal) -> int | None:
+def safe_milli(value: Decimal) -> int | None:
     """The value in thousandths when that is exact and fits int64 (safeMilliValue)."""
     milli = value * 1000
     if milli != milli.to_integral_value() or abs(milli) > INT64_MAX:
@@ -86,14 +86,14 @@ def _safe_milli(value: Decimal) -> int | None:
     return int(milli)
 
 
-def _use_milli(valid_range: Mapping[str, Any], fractional: bool) -> bool:
+def use_milli(valid_range: Mapping[str, Any], fractional: bool) -> bool:
     if not fractional:
         return False
     for key in ("min", "max", "step"):
         raw = valid_range.get(key)
         if raw is None:
             continue
-        milli = _safe_milli(amount(raw).value)
+        milli = safe_milli(amount(raw).value)
         if milli is None or (key == "step" and milli < 1):
             return False
     return True
@@ -108,12 +108,12 @@ def _round_up_range(requested: Amount, valid_range: Mapping[str, Any], fractiona
         return requested
     step = amount(raw_step)
     kind = _format_kind(step.text)
-    if _use_milli(valid_range, fractional):
-        requested_milli = _safe_milli(requested.value)
+    if use_milli(valid_range, fractional):
+        requested_milli = safe_milli(requested.value)
         if requested_milli is None:
             raise CapacityError(f"{NOT_REPRESENTABLE}: request {requested.text} is not a representable milli value")
-        step_milli = _safe_milli(step.value) or 1
-        min_milli = _safe_milli(minimum.value) or 0
+        step_milli = safe_milli(step.value) or 1
+        min_milli = safe_milli(minimum.value) or 0
         steps = -(-(requested_milli - min_milli) // step_milli)
         if steps > (INT64_MAX - min_milli) // step_milli:
             raise CapacityError(
@@ -134,7 +134,7 @@ def _round_up_range(requested: Amount, valid_range: Mapping[str, Any], fractiona
     return Amount(value, format_amount(value, kind))
 
 
-def _consumed(requested: Amount | None, capacity: Mapping[str, Any], fractional: bool) -> Amount:
+def consumed_amount(requested: Amount | None, capacity: Mapping[str, Any], fractional: bool) -> Amount:
     """calculateConsumedCapacity: what one allocation takes of one capacity."""
     policy = capacity.get("requestPolicy")
     if requested is None:
@@ -155,7 +155,7 @@ def _consumed(requested: Amount | None, capacity: Mapping[str, Any], fractional:
     return requested
 
 
-def _violates_policy(consumed: Decimal, policy: Mapping[str, Any] | None, fractional: bool) -> bool:
+def violates_policy(consumed: Decimal, policy: Mapping[str, Any] | None, fractional: bool) -> bool:
     if not policy:
         return False
     if policy.get("default") is not None and consumed == amount(policy["default"]).value:
@@ -166,11 +166,11 @@ def _violates_policy(consumed: Decimal, policy: Mapping[str, Any] | None, fracti
             return True
         if valid_range.get("step") is not None:
             step, minimum = amount(valid_range["step"]).value, amount(valid_range["min"]).value
-            if _use_milli(valid_range, fractional):
-                requested_milli = _safe_milli(consumed)
+            if use_milli(valid_range, fractional):
+                requested_milli = safe_milli(consumed)
                 if requested_milli is None:
                     return True
-                return (requested_milli - (_safe_milli(minimum) or 0)) % (_safe_milli(step) or 1) != 0
+                return (requested_milli - (safe_milli(minimum) or 0)) % (safe_milli(step) or 1) != 0
             return (_ceil(consumed) - _ceil(minimum)) % _ceil(step) != 0
         return False
     valid_values = policy.get("validValues")
@@ -203,7 +203,7 @@ def fits(
     consumed: dict[str, Decimal] = {}
     for name, cap in capacity.items():
         try:
-            value = _consumed(_requested(capacity_requests, name), cap, fractional).value
+            value = consumed_amount(_requested(capacity_requests, name), cap, fractional).value
         except CapacityError as exc:
             raise CapacityError(f'capacity "{name}": {exc}') from exc
         if value < 0:
@@ -211,7 +211,7 @@ def fits(
         consumed[name] = value
     for name, cap in capacity.items():
         value = consumed[name]
-        if _violates_policy(value, cap.get("requestPolicy"), fractional):
+        if violates_policy(value, cap.get("requestPolicy"), fractional):
             return False
         total = value + (current or {}).get(name, Decimal(0)) + (allocating or {}).get(name, Decimal(0))
         if total > amount(cap.get("value", "0")).value:
@@ -226,7 +226,7 @@ def consumed_by_request(
     result: dict[str, Amount] = {}
     for name, cap in capacity.items():
         try:
-            result[name] = _consumed(_requested(capacity_requests, name), cap, fractional)
+            result[name] = consumed_amount(_requested(capacity_requests, name), cap, fractional)
         except CapacityError as exc:
             raise CapacityError(f'capacity "{name}": {exc}') from exc
     return result
