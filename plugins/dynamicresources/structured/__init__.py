@@ -15,8 +15,8 @@ API (mirrors upstream's NewAllocator / Allocate):
   share_id)`, consumed capacity per device as exact Decimals).
 - `classes`: DeviceClass name -> DeviceClass dict. `slices`: every ResourceSlice dict, device
   taints from DeviceTaintRules already applied (`apply_device_taint_rules`).
-- `cel`: `compile_expression` from `plugins.dynamicresources.cel` (or any cache with its shape:
-  `.error`, `.device_matches(driver, attributes, capacity)`).
+- `cel`: `compile_expression` from `plugins.dynamicresources.cel` (its cache of compiled
+  selectors; a test may pass any function giving a `CompilationResult`).
 - `node`: the project's `Node` (name and labels are what is read).
 - `claims`: the claims still to allocate, in order. Returns one v1 `AllocationResult` dict per
   claim (`devices.results[]` with request/driver/pool/device, adminAccess, tolerations, shareID,
@@ -35,7 +35,7 @@ One Allocator serves every node of a scheduling cycle: it splits slices by node 
 the counters left per pool.
 """
 
-from .allocator import Allocator, CELCompiler, CompiledSelector, Stats, taint_prevents_allocation
+from .allocator import Allocator, CELCompiler, Stats, taint_prevents_allocation
 from .pools import Pool, PoolID, gather_pools, node_matches
 from .taintrules import apply_device_taint_rules
 from .types import (
@@ -59,7 +59,6 @@ __all__ = [
     "Allocator",
     "AllocatorError",
     "CELCompiler",
-    "CompiledSelector",
     "ConsumedCapacity",
     "DeviceID",
     "FailedAllocationOnNodeError",

@@ -21,8 +21,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
+from plugins.dynamicresources.cel import CELError, CompilationResult
 from scheduler.model.objects import Node
 
 from . import capacity as cap
@@ -47,24 +48,8 @@ Raw = Mapping[str, Any]
 _DEADLINE_CHECK_EVERY = 256
 
 
-class CompiledSelector(Protocol):
-    """What the allocator needs of a compiled CEL selector (plugins/dynamicresources/cel.py)."""
-
-    @property
-    def error(self) -> Exception | None: ...
-
-    def device_matches(
-        self,
-        driver: str,
-        attributes: Mapping[str, Mapping[str, Any]],
-        capacity: Mapping[str, Mapping[str, Any]],
-        *,
-        allow_multiple_allocations: bool = False,
-    ) -> bool: ...
-
-
 # Compiles (and caches) one CEL expression; never raises, a compile error is in `.error`.
-CELCompiler = Callable[[str], CompiledSelector]
+CELCompiler = Callable[[str], CompilationResult]
 
 
 def klog_name(obj: Raw) -> str:
@@ -249,6 +234,7 @@ class _Run:
         self.allocating_devices: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, ConsumedCapacity] = {}
         self.results: list[list[_DeviceResult]] = [[] for _ in claims]
+        self.num_requests = [len(((c.get("spec") or {}).get("devices") or {}).get("requests") or ()) for c in claims]
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -406,9 +392,6 @@ class _Run:
         driver, pool = pool_id(slice_)
         return DeviceID(driver, pool, str(device.get("name") or ""))
 
-    def _requests_of(self, claim_index: int) -> list[Raw]:
-        return list(((self.claims[claim_index].get("spec") or {}).get("devices") or {}).get("requests") or ())
-
     def _tick(self) -> None:
         stats = self.a.stats
         stats.allocate_one_invocations += 1
@@ -432,7 +415,7 @@ class _Run:
         self._tick()
         if claim_index >= len(self.claims):
             return True
-        if request_index >= len(self._requests_of(claim_index)):
+        if request_index >= self.num_requests[claim_index]:
             try:
                 return self._allocate_one(claim_index + 1, 0, 0, 0, False, (0, 0, 0))
             except _MaxSizeExceeded:
@@ -483,7 +466,6 @@ class _Run:
             return done
 
         state = self.a.allocated_state
-        claim_name = klog_name(self.claims[claim_index])
         for pool_index in range(start[0], len(self.pools)):
             pool = self.pools[pool_index]
             if pool.incomplete or pool.invalid:
@@ -504,7 +486,7 @@ class _Run:
                     if not self._selectable(key, data, slice_, device):
                         continue
                     if self.features.consumable_capacity and not self._capacity_fits(
-                        claim_name, request, device_id, device, "checking"
+                        claim_index, request, device_id, device, "checking"
                     ):
                         continue
                     undo = self._allocate_device(
@@ -529,7 +511,7 @@ class _Run:
                     undo()
         return False
 
-    def _capacity_fits(self, claim_name: str, request: _Request, device_id: DeviceID, device: Raw, verb: str) -> bool:
+    def _capacity_fits(self, claim_index: int, request: _Request, device_id: DeviceID, device: Raw, verb: str) -> bool:
         try:
             return cap.fits(
                 self.a.allocated_state.aggregated_capacity.get(device_id),
@@ -540,7 +522,8 @@ class _Run:
             )
         except cap.CapacityError as exc:
             raise AllocatorError(
-                f"claim {claim_name}, request {request.name}: {verb} capacity for device {device_id}: {exc}"
+                f"claim {klog_name(self.claims[claim_index])}, request {request.name}: "
+                f"{verb} capacity for device {device_id}: {exc}"
             ) from exc
 
     def _selectable(self, key: tuple[int, int, int], data: _RequestData, slice_: Raw, device: Raw) -> bool:
@@ -583,7 +566,7 @@ class _Run:
                     device.get("capacity") or {},
                     allow_multiple_allocations=bool(device.get("allowMultipleAllocations")),
                 )
-            except Exception as exc:  # the CEL library's runtime errors, whatever their class
+            except CELError as exc:
                 raise AllocatorError(f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {exc}") from exc
             if not matches:
                 return False
@@ -650,9 +633,8 @@ class _Run:
         consumed: dict[str, cap.Amount] | None = None
         share_id: str | None = None
         if features.consumable_capacity:
-            claim_name = klog_name(self.claims[claim_index])
             try:
-                fits = self._capacity_fits(claim_name, request, device_id, device, "rechecking")
+                fits = self._capacity_fits(claim_index, request, device_id, device, "rechecking")
             except AllocatorError:
                 rollback()
                 raise
@@ -667,7 +649,7 @@ class _Run:
                 except cap.CapacityError as exc:
                     rollback()
                     raise AllocatorError(
-                        f"claim {claim_name}, request {request.name}: "
+                        f"claim {klog_name(self.claims[claim_index])}, request {request.name}: "
                         f"computing consumed capacity for device {device_id}: {exc}"
                     ) from exc
                 share_id = str(uuid.uuid4())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from scheduler.model.quantity import INT64_MAX, QuantityError, parse
@@ -36,7 +37,9 @@ class Amount(NamedTuple):
     text: str
 
 
-def amount(raw: Any) -> Amount:
+@lru_cache(maxsize=4096)
+def amount(raw: str | int) -> Amount:
+    """The quantity written as `raw`; parsed once per distinct text (slices repeat a few)."""
     text = str(raw)
     try:
         return Amount(parse(text).exact, text)
@@ -198,6 +201,13 @@ def fits(
     the allocation, whatever the order the capacities are looked at.
     """
     requests = (capacity_requests or {}).get("requests") or {}
+    if not requests and not current and not allocating and all(not c.get("requestPolicy") for c in capacity.values()):
+        # The common case, a device taken whole without policies: each capacity consumes all
+        # it has, which always fits.
+        for name, cap in capacity.items():
+            if amount(cap.get("value", "0")).value < 0:
+                raise CapacityError(f'capacity "{name}": {NEGATIVE}')
+        return True
     if any(name not in capacity for name in requests):
         return False
     consumed: dict[str, Decimal] = {}

@@ -56,25 +56,33 @@ class _Scoped:
             return True
         return bool(sub_request) and f"{request}/{sub_request}" in self.requests
 
+    def value_of(self, device: Mapping[str, Any], device_id: DeviceID) -> tuple[str | None, Any] | None:
+        """The device's (value type, value) of the attribute; None when it lacks the attribute."""
+        attribute = lookup_attribute(device, device_id, self.attribute)
+        if attribute is None:
+            return None
+        kind = _kind(attribute)
+        return kind, attribute[kind] if kind else None
+
 
 class MatchAttribute(_Scoped):
     def __init__(self, requests: list[str], attribute: str) -> None:
         super().__init__(requests, attribute)
-        self.value: tuple[str, Any] | None = None
+        self.value: tuple[str | None, Any] | None = None
         self.count = 0
 
     def add(self, request: str, sub_request: str, device: Mapping[str, Any], device_id: DeviceID) -> bool:
         if not self.applies(request, sub_request):
             return True
-        attribute = lookup_attribute(device, device_id, self.attribute)
-        if attribute is None:
+        value = self.value_of(device, device_id)
+        if value is None:
             return False
-        kind = _kind(attribute)
         if self.count == 0:
-            self.value = (kind or "", attribute.get(kind) if kind else None)
+            self.value = value
             self.count = 1
             return True
-        if kind is None or self.value is None or self.value[0] != kind or self.value[1] != attribute[kind]:
+        # A value of no known type matches nothing, not even another such value.
+        if value[0] is None or value != self.value:
             return False
         self.count += 1
         return True
@@ -92,18 +100,14 @@ class DistinctAttribute(_Scoped):
     def add(self, request: str, sub_request: str, device: Mapping[str, Any], device_id: DeviceID) -> bool:
         if not self.applies(request, sub_request):
             return True
-        attribute = lookup_attribute(device, device_id, self.attribute)
-        if attribute is None:
+        value = self.value_of(device, device_id)
+        if value is None:
             return False
-        kind = _kind(attribute)
-        if kind is None:
-            # An attribute without a known value type never satisfies the constraint, unless it
-            # is the first (kube compares against the earlier ones only).
-            if self.values:
-                return False
-        elif (kind, attribute[kind]) in self.values:
+        # A value of no known type is distinct from nothing, except when it comes first (kube
+        # compares against the earlier values only).
+        if (value[0] is None and self.values) or value in self.values:
             return False
-        self.values.append((kind, attribute.get(kind) if kind else None))
+        self.values.append(value)
         return True
 
     def remove(self, request: str, sub_request: str, device: Mapping[str, Any], device_id: DeviceID) -> None:

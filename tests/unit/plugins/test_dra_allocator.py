@@ -171,7 +171,7 @@ def test_a_passed_deadline_stops_the_search() -> None:
 
 
 def test_features_of_the_experimental_variant_are_refused() -> None:
-    with pytest.raises(AllocatorError, match="no allocator available for feature set.*DRADeviceCompatibilityGroups"):
+    with pytest.raises(AllocatorError, match=r"no allocator available for feature set.*DRADeviceCompatibilityGroups"):
         Allocator(Features(compatibility_groups=True), AllocatedState(), {}, [], compile_expression)
 
 

@@ -35,7 +35,7 @@ TOO_BIG_FOR_MILLI = "9224372036854776E3"
 
 def test_get_consumed_capacity_from_request() -> None:
     requested = {"requests": {"capacity-0": "1", "dummy": "1"}}
-    capacity = {
+    capacity: dict[str, dict[str, Any]] = {
         # requested and with a default: the request
         "capacity-0": {"value": "2", "requestPolicy": {"default": "2", "validRange": {"min": "1"}}},
         # not requested, with a default: the default
@@ -184,8 +184,8 @@ def test_use_milli(valid_range: dict[str, str], fractional: bool, expected: bool
 
 def test_cmp_request_over_capacity_fatal_beats_soft() -> None:
     """A request the range arithmetic cannot represent aborts, whichever capacity comes first."""
-    capacity_one = {"value": "1"}  # a request of 2 over-fills it: soft, skip the device
-    capacity_big = {"value": MAX_INT64_P1, "requestPolicy": {"validRange": {"min": "0", "step": "2"}}}
+    capacity_one: dict[str, Any] = {"value": "1"}  # a request of 2 over-fills it: soft, skip the device
+    capacity_big: dict[str, Any] = {"value": MAX_INT64_P1, "requestPolicy": {"validRange": {"min": "0", "step": "2"}}}
     request = {"requests": {"capacity-0": "2", "capacity-1": MAX_INT64}}
     for capacity in (
         {"capacity-0": capacity_one, "capacity-1": capacity_big},
