@@ -19,6 +19,7 @@ from plugins.dynamicresources.structured import (
     DeviceID,
     Features,
     apply_device_taint_rules,
+    taint_prevents_allocation,
 )
 from scheduler.model.objects import Node
 
@@ -211,3 +212,42 @@ def test_the_common_shapes_search_linearly() -> None:
         assert results is not None
         assert [r["device"] for r in results[0]["devices"]["results"]] == ["gpu-0", "gpu-2", "gpu-4", "gpu-6"]
     assert allocator.stats.allocate_one_invocations <= 100 * 8
+
+
+NO_SCHEDULE = {"key": "k", "value": "v", "effect": "NoSchedule"}
+NO_EXECUTE = {"key": "k", "value": "v", "effect": "NoExecute"}
+
+
+@pytest.mark.parametrize(
+    ("device_taints", "tolerations", "prevents"),
+    [
+        pytest.param([], [], False, id="untainted"),
+        pytest.param([NO_SCHEDULE], [], True, id="NoSchedule not tolerated"),
+        pytest.param([NO_EXECUTE], [], True, id="NoExecute not tolerated"),
+        pytest.param([{**NO_SCHEDULE, "effect": "None"}], [], False, id="effect None never prevents"),
+        pytest.param([{**NO_SCHEDULE, "effect": "Future"}], [], False, id="unknown effect never prevents"),
+        pytest.param([NO_SCHEDULE], [{"operator": "Exists"}], False, id="exists without key tolerates all"),
+        pytest.param([NO_SCHEDULE], [{"key": "other", "operator": "Exists"}], True, id="other key"),
+        pytest.param(
+            [NO_EXECUTE], [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}], True, id="other effect"
+        ),
+        pytest.param(
+            [NO_EXECUTE], [{"key": "k", "operator": "Exists", "effect": "NoExecute"}], False, id="same effect"
+        ),
+        pytest.param([NO_SCHEDULE], [{"key": "k", "operator": "Equal", "value": "v"}], False, id="equal value"),
+        pytest.param([NO_SCHEDULE], [{"key": "k", "operator": "Equal", "value": "w"}], True, id="other value"),
+        pytest.param([NO_SCHEDULE], [{"key": "k", "value": "v"}], False, id="no operator means Equal"),
+        pytest.param([NO_SCHEDULE], [{"key": "k", "operator": "Lt", "value": "v"}], True, id="unknown operator"),
+        pytest.param(
+            [NO_SCHEDULE, NO_EXECUTE],
+            [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            True,
+            id="every taint needs a toleration",
+        ),
+    ],
+)
+def test_taint_prevents_allocation(
+    device_taints: list[dict[str, str]], tolerations: list[dict[str, str]], prevents: bool
+) -> None:
+    """resourceclaim.ToleratesTaint as the allocator applies it (only NoSchedule/NoExecute count)."""
+    assert taint_prevents_allocation({"name": "d", "taints": device_taints}, tolerations) is prevents
