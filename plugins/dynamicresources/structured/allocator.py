@@ -59,39 +59,34 @@ def klog_name(obj: Raw) -> str:
     return f"{namespace}/{name}" if namespace else str(name)
 
 
-@dataclass(slots=True)
 class _Request:
-    """A request with `exactly`, or one of a request's `firstAvailable` subrequests."""
+    """A request with `exactly`, or one of a request's `firstAvailable` subrequests; its fields
+    are read once, the search reads them at every step."""
 
-    name: str
-    spec: Raw
-    admin_access: bool
-    has_admin_access: bool
+    __slots__ = (
+        "admin_access",
+        "capacity",
+        "class_name",
+        "count",
+        "has_admin_access",
+        "mode",
+        "name",
+        "selectors",
+        "spec",
+        "tolerations",
+    )
 
-    @property
-    def class_name(self) -> str:
-        return str(self.spec.get("deviceClassName") or "")
-
-    @property
-    def mode(self) -> str:
-        return str(self.spec.get("allocationMode") or "")
-
-    @property
-    def count(self) -> int:
-        return int(self.spec.get("count") or 0)
-
-    @property
-    def selectors(self) -> list[Raw]:
-        return list(self.spec.get("selectors") or ())
-
-    @property
-    def tolerations(self) -> list[Raw]:
-        return list(self.spec.get("tolerations") or ())
-
-    @property
-    def capacity(self) -> Raw | None:
-        value: Raw | None = self.spec.get("capacity")
-        return value
+    def __init__(self, name: str, spec: Raw, admin_access: bool, has_admin_access: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.admin_access = admin_access
+        self.has_admin_access = has_admin_access
+        self.class_name = str(spec.get("deviceClassName") or "")
+        self.mode = str(spec.get("allocationMode") or "")
+        self.count = int(spec.get("count") or 0)
+        self.selectors: list[Raw] = list(spec.get("selectors") or ())
+        self.tolerations: list[Raw] = list(spec.get("tolerations") or ())
+        self.capacity: Raw | None = spec.get("capacity")
 
 
 @dataclass(slots=True)
@@ -205,6 +200,7 @@ class Allocator:
                 self.slices_shared.append(slice_)
         # Counters left per pool once allocated devices are subtracted; fixed for this allocator.
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
+        self.overdrawn_pools: set[PoolID] = set()
         self.stats = Stats()
 
     def allocate(self, node: Node, claims: Sequence[Raw], deadline: float | None = None) -> list[dict[str, Any]] | None:
@@ -234,6 +230,7 @@ class _Run:
         self.allocating_devices: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, ConsumedCapacity] = {}
         self.results: list[list[_DeviceResult]] = [[] for _ in claims]
+        self.consumption: dict[DeviceID, tuple[tuple[str, str, Decimal], ...]] = {}
         self.num_requests = [len(((c.get("spec") or {}).get("devices") or {}).get("requests") or ()) for c in claims]
 
     # ---- set-up --------------------------------------------------------------------------
@@ -360,7 +357,8 @@ class _Run:
                     )
                 for slice_ in pool.device_slices:
                     for device in (slice_.get("spec") or {}).get("devices") or ():
-                        if not self._selectable(key, data, slice_, device):
+                        device_id = self._device_id(slice_, device)
+                        if not self._selectable(key, data, slice_, device, device_id):
                             continue
                         if self.features.consumable_capacity:
                             # Only the static capacity here: what others hold is checked while
@@ -379,7 +377,7 @@ class _Run:
                                 ) from exc
                             if not fits:
                                 continue
-                        data.all_devices.append(_Candidate(self._device_id(slice_, device), device, slice_, pool))
+                        data.all_devices.append(_Candidate(device_id, device, slice_, pool))
             data.num_devices = len(data.all_devices)
         else:
             raise AllocatorError(f"{where}: unsupported count mode {request.mode}")
@@ -483,10 +481,12 @@ class _Run:
                             continue
                     elif device_id in state.devices or self.allocating_devices.get(device_id):
                         continue
-                    if not self._selectable(key, data, slice_, device):
+                    if not self._selectable(key, data, slice_, device, device_id):
                         continue
-                    if self.features.consumable_capacity and not self._capacity_fits(
-                        claim_index, request, device_id, device, "checking"
+                    if (
+                        self.features.consumable_capacity
+                        and (request.capacity is not None or device.get("capacity"))
+                        and not self._capacity_fits(claim_index, request, device_id, device, "checking")
                     ):
                         continue
                     undo = self._allocate_device(
@@ -526,11 +526,12 @@ class _Run:
                 f"{verb} capacity for device {device_id}: {exc}"
             ) from exc
 
-    def _selectable(self, key: tuple[int, int, int], data: _RequestData, slice_: Raw, device: Raw) -> bool:
+    def _selectable(
+        self, key: tuple[int, int, int], data: _RequestData, slice_: Raw, device: Raw, device_id: DeviceID
+    ) -> bool:
         """isSelectable: class and request selectors match, the device is on this node."""
         if not self.features.device_binding_and_status and device.get("bindingConditions"):
             return False
-        device_id = self._device_id(slice_, device)
         match_key = (device_id, *key)
         cached = self.matches.get(match_key)
         if cached is not None:
@@ -633,14 +634,16 @@ class _Run:
         consumed: dict[str, cap.Amount] | None = None
         share_id: str | None = None
         if features.consumable_capacity:
-            try:
-                fits = self._capacity_fits(claim_index, request, device_id, device, "rechecking")
-            except AllocatorError:
-                rollback()
-                raise
-            if not fits:
-                rollback()
-                return None
+            # Nothing to recheck when neither side names a capacity.
+            if request.capacity is not None or device.get("capacity"):
+                try:
+                    fits = self._capacity_fits(claim_index, request, device_id, device, "rechecking")
+                except AllocatorError:
+                    rollback()
+                    raise
+                if not fits:
+                    rollback()
+                    return None
             if allow_multiple:
                 try:
                     consumed = cap.consumed_by_request(
@@ -719,33 +722,48 @@ class _Run:
                             # May go negative: then nothing is left.
                             counter_set[name] -= cap.amount((counter or {}).get("value", "0")).value
         self.a.available_counters[pool.id] = available
+        if any(value < 0 for counters in available.values() for value in counters.values()):
+            self.a.overdrawn_pools.add(pool.id)
         return available
+
+    def _consumption(self, candidate: _Candidate) -> tuple[tuple[str, str, Decimal], ...]:
+        """The device's counter consumption as (counter set, counter, amount), parsed once a run."""
+        cached = self.consumption.get(candidate.id)
+        if cached is None:
+            cached = tuple(
+                (str(consumption.get("counterSet") or ""), name, cap.amount((counter or {}).get("value", "0")).value)
+                for consumption in candidate.device.get("consumesCounters") or ()
+                for name, counter in (consumption.get("counters") or {}).items()
+            )
+            self.consumption[candidate.id] = cached
+        return cached
 
     def _reserve_counters(self, candidate: _Candidate) -> bool:
         """checkAvailableCounters: add the device's counters to what this attempt consumes; undo
-        and refuse if any counter of the pool is then over its availability."""
+        and refuse if any counter of the pool is then over its availability.
+
+        kube compares every counter of the pool; only the ones this device consumes can newly
+        exceed theirs, unless allocated devices already overdrew one (then no device that
+        consumes counters fits), so those are all that are compared here."""
         available = self._available_counters(candidate.pool)
         consumed = self.consumed_counters.setdefault(candidate.pool.id, {})
-        for consumption in candidate.device.get("consumesCounters") or ():
-            counter_set = consumed.setdefault(str(consumption.get("counterSet") or ""), {})
-            for name, counter in (consumption.get("counters") or {}).items():
-                counter_set[name] = (
-                    counter_set.get(name, Decimal(0)) + cap.amount((counter or {}).get("value", "0")).value
-                )
-        for set_name, counters in available.items():
-            used = consumed.get(set_name, {})
-            for name, value in counters.items():
-                if value < used.get(name, Decimal(0)):
-                    self._release_counters(candidate)
-                    return False
+        consumption = self._consumption(candidate)
+        for set_name, name, value in consumption:
+            counter_set = consumed.setdefault(set_name, {})
+            counter_set[name] = counter_set.get(name, Decimal(0)) + value
+        overdrawn = candidate.pool.id in self.a.overdrawn_pools
+        if overdrawn or any(
+            name in available.get(set_name, {}) and available[set_name][name] < consumed[set_name][name]
+            for set_name, name, _ in consumption
+        ):
+            self._release_counters(candidate)
+            return False
         return True
 
     def _release_counters(self, candidate: _Candidate) -> None:
         consumed = self.consumed_counters[candidate.pool.id]
-        for consumption in candidate.device.get("consumesCounters") or ():
-            counter_set = consumed[str(consumption.get("counterSet") or "")]
-            for name, counter in (consumption.get("counters") or {}).items():
-                counter_set[name] -= cap.amount((counter or {}).get("value", "0")).value
+        for set_name, name, value in self._consumption(candidate):
+            consumed[set_name][name] -= value
 
     # ---- results -------------------------------------------------------------------------
 
