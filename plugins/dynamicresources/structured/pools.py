@@ -197,6 +197,11 @@ def _build_pool(pid: PoolID, pool_slices: list[Raw], features: Features, all_for
             if name in names:
                 return Pool(pid, invalid=True, invalid_reason=f"duplicate device name {name}")
             names.add(name)
+            problem = _quantity_problem(device)
+            if problem:
+                # The apiserver validates these; should one slip through, it spoils its own
+                # pool (this node's problem), never the claims that look at it.
+                return Pool(pid, invalid=True, invalid_reason=f"slice {_name(slice_)}, device {name}: {problem}")
     if not features.partitionable_devices:
         return Pool(pid, device_slices=device_slices)
 
@@ -223,6 +228,30 @@ def _build_pool(pid: PoolID, pool_slices: list[Raw], features: Features, all_for
         device_slices_not_targeting_node=others,
         counter_sets=counter_sets,
     )
+
+
+def _quantity_problem(device: Raw) -> str:
+    """The first quantity of the device (capacity and its policy, counters) that does not parse."""
+    fields: list[tuple[str, Any]] = []
+    for name, capacity in (device.get("capacity") or {}).items():
+        fields.append((f"capacity[{name}].value", capacity.get("value", "0")))
+        policy = capacity.get("requestPolicy") or {}
+        fields.append((f"capacity[{name}].requestPolicy.default", policy.get("default")))
+        for key, value in (policy.get("validRange") or {}).items():
+            fields.append((f"capacity[{name}].requestPolicy.validRange.{key}", value))
+        for i, value in enumerate(policy.get("validValues") or ()):
+            fields.append((f"capacity[{name}].requestPolicy.validValues[{i}]", value))
+    for i, consumption in enumerate(device.get("consumesCounters") or ()):
+        for name, counter in (consumption.get("counters") or {}).items():
+            fields.append((f"consumesCounters[{i}].counters[{name}].value", (counter or {}).get("value", "0")))
+    for path, value in fields:
+        if value is None:
+            continue
+        try:
+            amount(value)
+        except CapacityError as exc:
+            return f"{path}: {exc}"
+    return ""
 
 
 def _counter_consumption_problem(counter_sets: Mapping[str, Mapping[str, Decimal]], slices: Sequence[Raw]) -> str:

@@ -17,6 +17,7 @@ from plugins.dynamicresources.structured import (
     Allocator,
     AllocatorError,
     DeviceID,
+    FailedAllocationOnNodeError,
     Features,
     apply_device_taint_rules,
     taint_prevents_allocation,
@@ -251,3 +252,64 @@ def test_taint_prevents_allocation(
 ) -> None:
     """resourceclaim.ToleratesTaint as the allocator applies it (only NoSchedule/NoExecute count)."""
     assert taint_prevents_allocation({"name": "d", "taints": device_taints}, tolerations) is prevents
+
+
+COUNTERS = {
+    "metadata": {"name": "slice-1-counters"},
+    "spec": {
+        "driver": DRIVER_A,
+        "nodeName": "node-1",
+        "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 2},
+        "sharedCounters": [{"name": "set", "counters": {"mem": {"value": "80Gi"}}}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param(
+            [
+                slice_with_devices(
+                    "slice-1", "node-1", "pool-1", DRIVER_A, device("gpu-1", capacity={"memory": {"value": "80 GiB"}})
+                )
+            ],
+            id="capacity",
+        ),
+        pytest.param(
+            [
+                slice_with_devices(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    DRIVER_A,
+                    device("gpu-1", capacity={"memory": {"value": "1Gi", "requestPolicy": {"validValues": ["x"]}}}),
+                )
+            ],
+            id="policy",
+        ),
+        pytest.param(
+            [
+                COUNTERS,
+                slice_with_devices(
+                    "slice-1",
+                    "node-1",
+                    "pool-1",
+                    DRIVER_A,
+                    device("gpu-1", consumesCounters=[{"counterSet": "set", "counters": {"mem": {"value": "lots"}}}]),
+                    count=2,
+                ),
+            ],
+            id="counter",
+        ),
+    ],
+)
+def test_an_unparseable_quantity_spoils_its_pool_only(broken: list[dict[str, Any]]) -> None:
+    """One object affects only itself: the broken pool is this node's problem; the claim still
+    gets a device from a sound pool, and with none left the node reports invalid pools."""
+    sound = slice_with_devices("slice-2", "node-1", "pool-2", DRIVER_A, device("gpu-2"))
+    results = _allocate([*broken, sound], [claim("claim-0", request("req-0", "class-a"))])
+    assert results is not None
+    assert results[0]["devices"]["results"][0]["pool"] == "pool-2"
+    with pytest.raises(FailedAllocationOnNodeError, match=r"^invalid resource pools were encountered$"):
+        _allocate(broken, [claim("claim-0", request("req-0", "class-a"))])
