@@ -29,6 +29,15 @@ import yaml
 
 from harness.bench.gotemplate import Template, TemplateError
 from harness.controlplane import pinned_versions
+from scheduler.config import ConfigError, parse_config
+from scheduler.features import (
+    DYNAMIC_RESOURCE_ALLOCATION,
+    GENERIC_WORKLOAD,
+    KNOWN_GATES,
+    FeatureGateError,
+    FeatureGates,
+    parse_feature_gates,
+)
 
 SUPPORTED_OPCODES = frozenset(
     {
@@ -44,6 +53,8 @@ SUPPORTED_OPCODES = frozenset(
         "deletePods",
         "startCollectingMetrics",
         "stopCollectingMetrics",
+        "createPodGroups",
+        "allocResourceClaims",
     }
 )
 # Kinds createAny and churn can create, and the collection path of each.
@@ -64,9 +75,12 @@ KIND_PATHS: Mapping[str, tuple[str, bool]] = {
     "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", True),
     "DeviceTaintRule": ("/apis/resource.k8s.io/v1/devicetaintrules", False),
+    "PodGroup": ("/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups", True),
 }
 
 
+# The profile name a KubeSchedulerConfiguration means when it names none (kube-scheduler's default).
+KUBE_DEFAULT_SCHEDULER = "default-scheduler"
 # Objects only a scheduler with DynamicResources can act on.
 DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
@@ -158,7 +172,7 @@ def _as_threshold(raw: Any) -> float | None:
     return None if raw is None else float(raw)
 
 
-def load_test_cases(root: Path, pattern: str = "*/performance-config.yaml") -> list[TestCase]:
+def load_test_cases(root: Path, pattern: str = "**/performance-config.yaml") -> list[TestCase]:
     """Every test case of the scheduler_perf-format config files under `root` matching `pattern`."""
     cases: list[TestCase] = []
     for config_file in sorted(root.glob(pattern)):
@@ -297,19 +311,82 @@ def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
     return [p for p in paths if p]
 
 
+def ours_feature_gates(gates: Mapping[str, bool]) -> dict[str, bool]:
+    """The gates of a workload that ours takes on its --feature-gates: those v1.37.2's scheduler
+    code reads (scheduler.features.KNOWN_GATES). The rest concern only the apiserver and
+    controllers, which get every gate."""
+    return {name: value for name, value in gates.items() if name in KNOWN_GATES}
+
+
+def ours_gate_refusal(gates: Mapping[str, bool]) -> str | None:
+    """Why ours would refuse to start with these gates (None when it accepts them), decided by
+    ours' own flag parser: the gates whose set value it does not implement, or its error."""
+    ours = FeatureGates(ours_feature_gates(gates))
+    try:
+        parse_feature_gates(ours.flag())
+    except FeatureGateError as err:
+        refused = [
+            f"{name}={str(value).lower()}"
+            for name, value in sorted(ours.overrides.items())
+            if value != KNOWN_GATES[name].default and not KNOWN_GATES[name].honoured
+        ]
+        return f"ours does not implement {', '.join(refused)}" if refused else f"ours refuses its feature gates: {err}"
+    return None
+
+
+def runtime_config(gates: Mapping[str, bool]) -> dict[str, str]:
+    """The apiserver's --runtime-config for a workload's gates, as scheduler_perf's
+    mustSetupCluster sets it: every resource.k8s.io version when the workload sets
+    DynamicResourceAllocation, scheduling.k8s.io/v1beta1 (Workloads, PodGroups) when it sets
+    GenericWorkload."""
+    config: dict[str, str] = {}
+    if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
+        for version in ("v1", "v1beta2", "v1beta1", "v1alpha3"):
+            config[f"resource.k8s.io/{version}"] = "true"
+    if gates.get(GENERIC_WORKLOAD):
+        config["scheduling.k8s.io/v1beta1"] = "true"
+    return config
+
+
+def scheduler_configuration(case: TestCase, scheduler_name: str) -> dict[str, Any] | None:
+    """The test case's KubeSchedulerConfiguration (schedulerConfigPath) for the scheduler under
+    test: its default-scheduler profile (or the one without a name) renamed `scheduler_name`,
+    the rest as upstream wrote it; None when the case runs the default configuration."""
+    if not case.scheduler_config:
+        return None
+    path = case.path(case.scheduler_config)
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise UpstreamError(f"{path}: {err}") from err
+    if not isinstance(config, dict):
+        raise UpstreamError(f"{path}: not a KubeSchedulerConfiguration")
+    profiles: list[dict[str, Any]] = []
+    raw: Mapping[str, Any]
+    for raw in config.get("profiles") or ({},):
+        profile = dict(raw)
+        if profile.get("schedulerName", KUBE_DEFAULT_SCHEDULER) == KUBE_DEFAULT_SCHEDULER:
+            profile["schedulerName"] = scheduler_name
+        profiles.append(profile)
+    return {**config, "profiles": profiles}
+
+
 def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | None:
     """Why this workload cannot be run against ours here; None when it can."""
     defaults = default_gates()
-    for gate, value in sorted(workload.gates().items()):
-        default = defaults.get(gate)
-        if default is None:
+    for gate in sorted(workload.gates()):
+        if gate not in defaults:
             return f"feature gate {gate} is unknown to {pinned_versions()['K8S_VERSION']}"
-        if value != default:
-            version = pinned_versions()["K8S_VERSION"]
-            return f"sets feature gate {gate}={str(value).lower()} ({version} defaults it to {str(default).lower()})"
+    refusal = ours_gate_refusal(workload.gates())
+    if refusal:
+        return refusal
     case = workload.case
-    if case.scheduler_config:
-        return f"runs kube-scheduler with its own configuration ({case.scheduler_config})"
+    config = scheduler_configuration(case, KUBE_DEFAULT_SCHEDULER)
+    if config is not None:
+        try:
+            parse_config(config)
+        except ConfigError as err:
+            return f"ours refuses its scheduler configuration {case.scheduler_config}: {err}"
     available = set(plugins)
     for op in case.ops:
         opcode = op.get("opcode", "")

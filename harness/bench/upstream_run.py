@@ -38,7 +38,7 @@ from harness.bench import report
 from harness.bench.gotemplate import Template, is_template
 from harness.bench.rawapi import RawApi, run_concurrently
 from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
-from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
+from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, Setup, ours_variant
 from harness.bench.upstream import (
     KIND_PATHS,
     TestCase,
@@ -46,7 +46,9 @@ from harness.bench.upstream import (
     UpstreamWorkload,
     resolve_count,
     resolve_template_params,
+    runtime_config,
     scaled,
+    scheduler_configuration,
     select,
     skip_reason,
     throughput_summary,
@@ -54,6 +56,7 @@ from harness.bench.upstream import (
     upstream_workloads,
     user_workloads,
 )
+from harness.bench.upstream_dra import allocate_claims
 from harness.bench.upstream_objects import (
     allocatable_patch,
     bound,
@@ -64,8 +67,9 @@ from harness.bench.upstream_objects import (
     strategy_labels,
     with_signature,
 )
-from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from harness.controlplane import REPO_ROOT, ControlPlane, feature_gate_args, pinned_versions
 from plugins.registry import IN_TREE
+from scheduler.features import DYNAMIC_RESOURCE_ALLOCATION
 
 CREATORS = 32
 # libyaml's loader when PyYAML has it: a Go template is parsed once per object it makes.
@@ -103,6 +107,9 @@ PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
 # templates set spec.priority themselves, which that plugin rejects. The flag adds to the control
 # plane's own --disable-admission-plugins list.
 APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
+# The controllers scheduler_perf runs beside a DRA workload's scheduler (util.go; its GC and
+# namespace controllers matter to no workload's measurement).
+CLAIM_CONTROLLERS = ("resourceclaim-controller",)
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -117,7 +124,12 @@ OPCODE_METHODS = {
     "deletePods": "delete_pods",
     "startCollectingMetrics": "start_collecting_metrics",
     "stopCollectingMetrics": "stop_collecting_metrics",
+    "createPodGroups": "create_pod_groups",
+    "allocResourceClaims": "alloc_resource_claims",
 }
+# How long createPodGroups waits for its PodGroups to be listed (upstream: 10 s in its informer).
+POD_GROUPS_VISIBLE_SECONDS = 10.0
+RESOURCE = "/apis/resource.k8s.io/v1"
 
 
 def _duration_seconds(raw: Any) -> float:
@@ -232,8 +244,15 @@ class Executor:
     # ---------------------------------------------------------------- helpers
 
     def count(self, op: Mapping[str, Any], key: str = "count") -> int:
-        value = resolve_count(op, self.workload.params, key)
-        return scaled(value, self.scale) if op.get(f"{key}Param") else value
+        """An op's count at the run's scale. With countMultiplierParam (pods per group) the group
+        count is scaled and then multiplied, so every group keeps all its members."""
+        multiplier = op.get("countMultiplierParam") if key == "count" else None
+        base = {k: v for k, v in op.items() if k != "countMultiplierParam"}
+        value = resolve_count(base, self.workload.params, key)
+        value = scaled(value, self.scale) if op.get(f"{key}Param") else value
+        if multiplier:
+            value *= resolve_count({"countParam": multiplier}, self.workload.params)
+        return value
 
     def template(self, relative: str) -> dict[str, Any]:
         """A file read as plain YAML, where upstream reads it so (churn, namespaces, volumes)."""
@@ -553,6 +572,55 @@ class Executor:
         else:
             await delete()
 
+    async def op_create_pod_groups(self, _index: int, op: Mapping[str, Any]) -> None:
+        """createPodGroups: `count` PodGroups from the template (Index and the op's templateParams)
+        in the op's namespace, then wait until a list shows them all, as upstream waits for its
+        informer."""
+        namespace = op["namespace"]
+        await self.ensure_namespace(namespace)
+        count = self.count(op)
+        groups = self.objects(op["templatePath"], count, op.get("templateParams"))
+        path = KIND_PATHS["PodGroup"][0].format(namespace=namespace)
+        await self.api.create_all(path + "?fieldValidation=Strict", groups, CREATORS)
+        deadline = time.monotonic() + POD_GROUPS_VISIBLE_SECONDS
+        while True:
+            status, body = await self.api.request("GET", path)
+            listed = len((body or {}).get("items") or ()) if status == 200 else 0
+            if listed >= count:
+                return
+            if time.monotonic() > deadline:
+                raise UpstreamError(f"{count} PodGroups in {namespace} not listed within 10 s (HTTP {status})")
+            await asyncio.sleep(0.1)
+
+    async def op_alloc_resource_claims(self, _index: int, op: Mapping[str, Any]) -> None:
+        """allocResourceClaims: every unallocated claim of the namespace (all namespaces when none)
+        allocated on a random node that fits it, and its status written (upstream_dra.py)."""
+        namespace = op.get("namespace") or ""
+        claims = await self.list_all(
+            f"{RESOURCE}/namespaces/{namespace}/resourceclaims" if namespace else f"{RESOURCE}/resourceclaims"
+        )
+        allocated = allocate_claims(
+            claims,
+            await self.list_all("/api/v1/nodes"),
+            await self.list_all(f"{RESOURCE}/resourceslices"),
+            await self.list_all(f"{RESOURCE}/deviceclasses"),
+            await self.list_all(f"{RESOURCE}/devicetaintrules"),
+            self.rng,
+        )
+        for claim, allocation in allocated:
+            meta = claim["metadata"]
+            path = f"{RESOURCE}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}/status"
+            status, body = await self.api.request("PUT", path, {**claim, "status": {"allocation": allocation}})
+            if status != 200:
+                raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
+
+    async def list_all(self, path: str) -> list[dict[str, Any]]:
+        status, body = await self.api.request("GET", path)
+        if status != 200:
+            raise UpstreamError(f"GET {path}: HTTP {status}: {body}")
+        items: list[dict[str, Any]] = body.get("items") or []
+        return items
+
     async def op_start_collecting_metrics(self, _index: int, op: Mapping[str, Any]) -> None:
         self.start_collecting(list(op.get("namespaces") or ()), op.get("labelSelector"))
 
@@ -573,11 +641,18 @@ def run_workload(
         "commit": report.git_revision(REPO_ROOT),
     }
     began = time.monotonic()
+    gates = workload.gates()
+    setup = Setup(gates, scheduler_configuration(workload.case, kind.scheduler_name))
     try:
         with (
-            ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
-            kind.start(plane, kind.scheduler_name) as running,
+            ControlPlane(
+                kwok=False, apiserver_args=APISERVER_ARGS, feature_gates=gates, runtime_config=runtime_config(gates)
+            ) as plane,
+            kind.start(plane, kind.scheduler_name, setup) as running,
         ):
+            if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
+                # As scheduler_perf: the ResourceClaim controller makes the claims of templates.
+                plane.start_kube_controller_manager(CLAIM_CONTROLLERS, extra_args=feature_gate_args(gates))
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
