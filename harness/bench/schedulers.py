@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -66,7 +67,7 @@ class SchedulerKind:
 CLIENT_QPS = 5000
 
 
-def ours_arguments(plane: ControlPlane, setup: Setup) -> tuple[list[str], dict[str, Any] | None]:
+def ours_arguments(kubeconfig: Path, setup: Setup) -> tuple[list[str], dict[str, Any] | None]:
     """Ours' extra command-line arguments for `setup`, and the configuration file's content when
     the setup has a configuration (its clientConnection then carries the rate limit, which the
     flags do not override when a file is given)."""
@@ -76,7 +77,7 @@ def ours_arguments(plane: ControlPlane, setup: Setup) -> tuple[list[str], dict[s
         args.append(f"--feature-gates={gates.flag()}")
     if setup.config is None:
         return [*args, f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_QPS}"], None
-    client = {"clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_QPS}}
+    client = {"clientConnection": {"kubeconfig": str(kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_QPS}}
     return args, deep_merge(dict(setup.config), client)
 
 
@@ -84,7 +85,7 @@ def ours_arguments(plane: ControlPlane, setup: Setup) -> tuple[list[str], dict[s
 def _ours(
     plane: ControlPlane, scheduler_name: str, setup: Setup = DEFAULT_SETUP, env: Mapping[str, str] | None = None
 ) -> Iterator[Running]:
-    extra, config = ours_arguments(plane, setup)
+    extra, config = ours_arguments(plane.kubeconfig, setup)
     path = None
     if config is not None:
         path = plane.workdir / f"ours-{scheduler_name}.yaml"

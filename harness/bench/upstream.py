@@ -270,6 +270,17 @@ def resolve_count(op: Mapping[str, Any], params: Mapping[str, Any], key: str = "
     return count
 
 
+def resolve_flag(op: Mapping[str, Any], params: Mapping[str, Any], key: str) -> Any:
+    """An op's `key`, or the workload parameter its `keyParam` names (steadyState, duration)."""
+    param = op.get(f"{key}Param")
+    if not param:
+        return op.get(key)
+    name = str(param).removeprefix("$")
+    if name not in params:
+        raise UpstreamError(f"parameter {param} is not set")
+    return params[name]
+
+
 def resolve_template_params(template_params: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """An op's templateParams with `$name` (or `$name|default`, the default read as YAML) taken from
     the workload's parameters, as scheduler_perf's resolveTemplateParams does."""
@@ -392,8 +403,6 @@ def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | Non
         opcode = op.get("opcode", "")
         if opcode not in SUPPORTED_OPCODES:
             return f"uses opcode {opcode}, which this harness does not run"
-        if op.get("steadyState") or op.get("steadyStateParam"):
-            return "creates pods in steady state, which this harness does not do"
         volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
         if volumes and "VolumeBinding" not in available:
             return "needs volume binding (VolumeBinding), which ours does not have yet"

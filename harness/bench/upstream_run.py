@@ -45,6 +45,7 @@ from harness.bench.upstream import (
     UpstreamError,
     UpstreamWorkload,
     resolve_count,
+    resolve_flag,
     resolve_template_params,
     runtime_config,
     scaled,
@@ -166,6 +167,8 @@ class PodTracker:
     attempted: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     collectors: list[Collector] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # namespace -> names of its pods as they get a node (a steady-state createPods listens)
+    bound_queues: dict[str, asyncio.Queue[str]] = field(default_factory=dict)
 
     def on_event(self, kind: str, pod: dict[str, Any], arrived: float) -> None:
         meta = pod["metadata"]
@@ -184,6 +187,8 @@ class PodTracker:
         if node or any(c.get("type") == "PodScheduled" for c in conditions):
             self.attempted[namespace].add(name)
         if node and not was:
+            if namespace in self.bound_queues:
+                self.bound_queues[namespace].put_nowait(name)
             for collector in self.collectors:
                 if namespace in collector.namespaces and _labels_match(meta.get("labels") or {}, collector.selector):
                     collector.scheduled_at.append(arrived)
@@ -417,6 +422,10 @@ class Executor:
         made = self.objects(path, count, op.get("templateParams")) if path else [BASE_POD] * count
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)
+        steady = bool(resolve_flag(op, self.workload.params, "steadyState"))
+        if steady:
+            # Listening before the first pod is created, so that no binding is missed.
+            self.pods.bound_queues[namespace] = asyncio.Queue()
         if all(pod is made[0] for pod in made):
             manifests = [self.pod_manifest(made[0])] * count if made else []
         else:
@@ -431,6 +440,10 @@ class Executor:
             await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", bodies, CREATORS)
         if op.get("skipWaitToCompletion"):
             self.expected[namespace] = self.expected.get(namespace, 0) + count
+        elif steady:
+            # Each replacement is made as upstream makes it: a batch of one, its first pod.
+            replacement = manifests[-1] if batch is None else with_signature(manifests[-1], 0, batch)
+            await self.keep_steady(op, namespace, replacement)
         else:
             await self.pods.wait(
                 lambda: self.pods.scheduled(namespace) >= count,
@@ -439,6 +452,38 @@ class Executor:
             )
         if op.get("collectMetrics"):
             self.stop_collecting()
+
+    async def keep_steady(self, op: Mapping[str, Any], namespace: str, manifest: Mapping[str, Any]) -> None:
+        """createPods in steady state, after its `count` pods were created (their bindings already
+        queued since before the first was created): for the op's duration,
+        each pod of the namespace seen bound is deleted at once and one more created, so the
+        scheduler always has the same backlog (upstream's createPodsSteadily). A duration in
+        which no pod was bound is an error, as upstream's."""
+        duration = _duration_seconds(resolve_flag(op, self.workload.params, "duration"))
+        bound_pods = self.pods.bound_queues[namespace]
+        pods = f"/api/v1/namespaces/{namespace}/pods"
+        seen = 0
+        deadline = time.monotonic() + duration
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    name = await asyncio.wait_for(bound_pods.get(), remaining)
+                except TimeoutError:
+                    break
+                seen += 1
+                status, body = await self.api.request(
+                    "DELETE", f"{pods}/{name}?gracePeriodSeconds=0&propagationPolicy=Background"
+                )
+                if status not in (200, 202, 404):
+                    raise UpstreamError(f"deleting scheduled pod {namespace}/{name}: HTTP {status}: {body}")
+                await self.api.create(pods, dict(manifest))
+        finally:
+            self.pods.bound_queues.pop(namespace, None)
+        if seen == 0:
+            raise UpstreamError(
+                f"no pod at all got scheduled in {namespace} within {duration:g} s, "
+                "either because of a problem or because the interval was too small"
+            )
 
     async def create_pods_with_volumes(
         self, op: Mapping[str, Any], namespace: str, pods: Sequence[Mapping[str, Any]], batch: int | None
