@@ -909,6 +909,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a createPods/barrier may wait")
     parser.add_argument("--list", action="store_true", help="list the chosen workloads and skip reasons, run nothing")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--tag", default="", help="a word in the results folder's name (<date>-upstream-<tag>-<scale>)")
     parser.add_argument(
         "--ours-variant",
         action="append",
@@ -988,6 +989,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
     if args.config_dir:
         kind_name = f"{args.config_dir.resolve().name}-{kind_name}"
+    if args.tag:
+        kind_name = f"{args.tag}-{kind_name}"
     out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
