@@ -44,6 +44,7 @@ from harness.agreement.compare import (
 )
 from harness.agreement.report import AgreementReport, RunInfo
 from harness.agreement.scenarios import (
+    ACTION_GROUP_QUIET_SECONDS,
     KUBE,
     OURS,
     PODGROUP_API_VERSION,
@@ -474,9 +475,10 @@ class Side:
         raw = self._current(name)
         return None if raw is None else (_outcome(raw) or _waiting(raw))
 
-    def _settle_groups(self, names: Sequence[str], quiet: float) -> None:
+    def _settle_groups(self, names: Sequence[str], quiet: float, until_bound: bool = False) -> None:
         """Until nothing about these groups changed for `quiet` seconds (every member decided or
-        not: a gang PreEnqueue holds stays pending), or SETTLE_TIMEOUT."""
+        not: a gang PreEnqueue holds stays pending), or, with `until_bound`, every member (not
+        deleted) is bound; at most SETTLE_TIMEOUT."""
         last: tuple[Any, ...] | None = None
         changed = time.monotonic()
         deadline = changed + SETTLE_TIMEOUT
@@ -487,7 +489,9 @@ class Side:
             snapshot = self._group_snapshot(names)
             if snapshot != last:
                 last, changed = snapshot, now
-            return True if now - changed > quiet or now > deadline else None
+            members = [o for o in snapshot[0] if o is None or o.verdict != "deleted"]
+            bound = until_bound and all(o is not None and o.verdict == "bound" for o in members)
+            return True if bound or now - changed > quiet or now > deadline else None
 
         # PodGroup conditions come from GETs, not the watch: poll at a quarter of QUIET_SECONDS.
         while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
@@ -592,7 +596,7 @@ class Side:
         while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
             pass
         if group_names:
-            self._settle_groups(group_names, QUIET_SECONDS)
+            self._settle_groups(group_names, ACTION_GROUP_QUIET_SECONDS, until_bound=True)
         observations = []
         for pod in pods:
             raw = self._current(pod)

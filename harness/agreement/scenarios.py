@@ -38,6 +38,8 @@ OURS = "ours"
 # the PodGroup cycle's pod-group preemption, appended to a group's message after ", ").
 POST_FILTER_REASONS = (
     "pod group preemption: ",
+    "deallocation and deletion of ResourceClaims completed",
+    "deallocation of PodGroup ResourceClaim completed",
     "no new claims to deallocate",
     "plugin disabled",
     "deallocation of ResourceClaim completed",
@@ -64,9 +66,15 @@ QUIET_SECONDS = 1.0
 # is not before the current window: 1 s of backoff may last until 2 s after the failure.
 DEFAULT_ACTION_DELAY = 2.2
 # How long a group's members and its PodGroup's conditions must stay unchanged to count as settled.
-# Longer than QUIET_SECONDS: a gang that preempts is reported unschedulable first and binds only
-# after its victims are gone and its backoff (up to 2 s, see above) has passed.
-GROUP_QUIET_SECONDS = 3.0
+# Longer than QUIET_SECONDS: kube-scheduler retries the members a group left unbound on their own
+# backoff (1 s, then 2 s, each up to 1 s late; see above) and its PodGroup condition may change
+# then (a group bound at minCount gets Unschedulable for the rest), and a gang that preempts binds
+# only after its victims are gone and its backoff has passed.
+GROUP_QUIET_SECONDS = 5.0
+# After an action, a group is observed until all its members are bound or nothing changed for this
+# long: kube-scheduler retries an unschedulable group on its backoff (up to 10 s, plus the 1 s window),
+# not on the cluster event (its GangScheduling rejection registers no node events).
+ACTION_GROUP_QUIET_SECONDS = 11.0
 # Workload-Aware Scheduling's API (a scenario with groups needs GenericWorkload on).
 WORKLOAD_GATE = "GenericWorkload"
 PODGROUP_API_VERSION = "scheduling.k8s.io/v1beta1"
