@@ -429,6 +429,15 @@ UNSCHEDULABLE = (
             False,
             "conditions: kube-scheduler",
         ),
+        (  # a partly bound group's condition is kube-scheduler's race, not compared
+            _group([Outcome("bound", "n1"), Outcome("unschedulable", message="x")], (UNSCHEDULABLE,)),
+            _group(
+                [Outcome("bound", "n1"), Outcome("unschedulable", message="x")],
+                (("PodGroupInitiallyScheduled", "True", "Scheduled", ""),),
+            ),
+            True,
+            "",
+        ),
     ],
 )
 def test_groups_are_compared_by_verdict_members_and_conditions(
