@@ -150,13 +150,17 @@ class Scheduler:
             info = await self.queue.pop()
             if info is None:
                 return
-            group = self.queue.take_group(info)
-            if group is not None:
-                self.pod_group_cycle.schedule_one_pod_group(group)
-            else:
-                self.schedule_one(info)
+            self.schedule_entity(info)
             # Let informer events and binding tasks run between cycles.
             await asyncio.sleep(0)
+
+    def schedule_entity(self, info: QueuedPodInfo) -> None:
+        """kube's ScheduleOne: a popped pod-group member brings its group to the pod-group cycle."""
+        group = self.queue.take_group(info)
+        if group is not None:
+            self.pod_group_cycle.schedule_one_pod_group(group)
+        else:
+            self.schedule_one(info)
 
     def pod_exists(self, pod: Pod) -> bool:
         """Whether the informers still have the pod: unscheduled and ours, or bound (not by our assume)."""
