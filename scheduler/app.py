@@ -29,7 +29,7 @@ from aiohttp import web
 
 from plugins.registry import in_tree_registry
 from scheduler import gctune, metrics, serving
-from scheduler.api.client import ApiClient
+from scheduler.api.client import ApiClient, ApiError
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
@@ -301,7 +301,18 @@ async def _prime(
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
     if generic_workload:
-        for item in (await client.request("GET", POD_GROUP_COLLECTION))["items"]:
+        try:
+            listed = await client.request("GET", POD_GROUP_COLLECTION)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            raise ApiError(
+                exc.status,
+                "GenericWorkload is enabled but the apiserver does not serve scheduling.k8s.io/v1beta1 podgroups "
+                "(start it with --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1beta1=true)",
+                exc.reason,
+            ) from exc
+        for item in listed["items"]:
             informers.on_pod_group("ADDED", item)
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
