@@ -61,7 +61,7 @@ _COMPONENT_SERVING_ARGS = ("--authorization-always-allow-paths=/healthz,/readyz,
 # Workload-Aware Scheduling (beta, off by default in v1.37.2): the gate on the apiserver and on
 # kube-scheduler, and the API group version the apiserver must serve for Workloads and PodGroups.
 GENERIC_WORKLOAD_GATES: Mapping[str, bool] = {"GenericWorkload": True}
-WORKLOAD_API_RUNTIME_CONFIG = ("scheduling.k8s.io/v1beta1=true",)
+WORKLOAD_API_RUNTIME_CONFIG: Mapping[str, str] = {"scheduling.k8s.io/v1beta1": "true"}
 
 
 def feature_gate_args(gates: Mapping[str, bool]) -> list[str]:
@@ -328,22 +328,24 @@ class ControlPlane:
         audit_policy: Mapping[str, Any] | None = None,
         ready_timeout: float = 60.0,
         feature_gates: Mapping[str, bool] | None = None,
-        runtime_config: Sequence[str] = (),
+        runtime_config: Mapping[str, str] | None = None,
     ) -> None:
         """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
         K8S_COMPAT_VERSION is built (`kube-apiserver-<version>` in the bin folder).
-        `feature_gates` / `runtime_config`: the apiserver's --feature-gates and --runtime-config
-        (GENERIC_WORKLOAD_GATES with WORKLOAD_API_RUNTIME_CONFIG serves Workloads and PodGroups);
-        `feature_gates` is kept as the default gates of the kube-scheduler it starts."""
+        `feature_gates` / `runtime_config`: the apiserver's --feature-gates and --runtime-config,
+        e.g. GENERIC_WORKLOAD_GATES and WORKLOAD_API_RUNTIME_CONFIG for Workloads and PodGroups;
+        `feature_gates` is also the default --feature-gates of the kube-scheduler it starts."""
         self._requested_workdir = workdir
         self._apiserver_version = apiserver_version
         self.keep = keep
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
+        self._apiserver_args += feature_gate_args(feature_gates or {})
+        if runtime_config:
+            self._apiserver_args.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in runtime_config.items()))
         self._apiserver_verbosity = apiserver_verbosity
         self._audit_policy = audit_policy
         self.feature_gates: dict[str, bool] = dict(feature_gates or {})
-        self._runtime_config = list(runtime_config)
         self.ready_timeout = ready_timeout
         self._lock = threading.RLock()
         self._processes: list[ManagedProcess] = []
@@ -539,8 +541,6 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 f"--v={self._apiserver_verbosity}",
                 *audit_args,
-                *feature_gate_args(self.feature_gates),
-                *([f"--runtime-config={','.join(self._runtime_config)}"] if self._runtime_config else []),
                 *self._apiserver_args,
             ],
             port=self._apiserver_port,

@@ -683,7 +683,7 @@ def _start_sides(stack: ExitStack, gates: Mapping[str, bool]) -> _Sides:
     """Two control planes, kube-scheduler on one and ours on the other (all from the main thread,
     so every child dies with this process), both with `gates` (the apiserver serving
     scheduling.k8s.io/v1beta1 when GenericWorkload is among them)."""
-    runtime_config = WORKLOAD_API_RUNTIME_CONFIG if gates.get(WORKLOAD_GATE) else ()
+    runtime_config = WORKLOAD_API_RUNTIME_CONFIG if gates.get(WORKLOAD_GATE) else None
     kube_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
     our_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
     kube_config = scheduler_config(KUBE)
