@@ -811,7 +811,9 @@ def render(results: Path = RESULTS_JSON) -> None:
         "Written by `pytest -m cluster tests/faults` (harness/faults.py); every figure is from the",
         f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
         f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
-        f"onto {NODE_COUNT} kwok nodes.",
+        f"onto {NODE_COUNT} kwok nodes; the *gangs:* rows (tests/faults/test_group_faults.py) hit gangs of",
+        "scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload on) instead, and every broken group invariant",
+        "(a gang partly bound while members wait, a gang left unbound though it fits) is one of their problems.",
         "*lost*: neither bound nor PodScheduled=False with a FailedScheduling event;",
         "*overcommitted*: nodes whose summed requests (every scheduler's pods) exceed allocatable;",
         "*double-bound*: pods with more than one Scheduled event; *seconds to recover*: from the end of the",
