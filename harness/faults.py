@@ -287,19 +287,32 @@ class PodStream(threading.Thread):
 
 
 def gang_spec(name: str, members: int, min_count: int, cpu: str) -> tuple[Any, list[Any]]:
-    """A gang PodGroup and its member pods, raw (spec.schedulingGroup is newer than the client's models)."""
+    """A gang PodGroup and its member pods (pause, these requests), raw: spec.schedulingGroup is newer
+    than the `kubernetes` client's models."""
     group = {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": name},
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
     }
-    pods = []
-    for i in range(members):
-        raw = k8s_client.ApiClient().sanitize_for_serialization(api_pod(f"{name}-{i}", "", cpu=cpu, memory=POD_MEMORY))
-        raw.update(apiVersion="v1", kind="Pod")
-        raw["spec"]["schedulingGroup"] = {"podGroupName": name}
-        pods.append(raw)
+    container = {
+        "name": "c",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": cpu, "memory": POD_MEMORY}},
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "labels": {"app": name}},
+            "spec": {
+                "schedulingGroup": {"podGroupName": name},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [container],
+            },
+        }
+        for i in range(members)
+    ]
     return group, pods
 
 

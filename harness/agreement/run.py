@@ -450,8 +450,8 @@ class Side:
                 if seen.bound:
                     continue
                 namespace = group.pod_group["metadata"]["namespace"]
-                for member in group.member_names:
-                    self.api("DELETE", self._pod_path(namespace, member) + "?gracePeriodSeconds=0", ok=(200, 404))
+                for name in group.member_names:
+                    self.api("DELETE", self._pod_path(namespace, name) + "?gracePeriodSeconds=0", ok=(200, 404))
         return observations, groups
 
     def _group_snapshot(self, names: Sequence[str]) -> tuple[Any, ...]:
