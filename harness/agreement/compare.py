@@ -48,7 +48,9 @@ Raw = dict[str, Any]
 
 @dataclass(frozen=True)
 class Outcome:
-    verdict: str  # bound | unschedulable | error | gated | pending (never tried) | timeout
+    # bound | unschedulable | error | gated | pending (never tried) | timeout; a group's members
+    # also deleted (by the scenario) | preempted (by the scheduler)
+    verdict: str
     node: str = ""
     message: str = ""
 
@@ -118,6 +120,8 @@ class GroupObservation:
             return f"partly bound ({bound}/{len(self.members)})"
         if any(o.verdict in ("unschedulable", "error") for o in self.outcomes):
             return "unschedulable"
+        if all(o.verdict == "preempted" for o in self.outcomes):
+            return "preempted"
         return "pending"
 
     def nodes(self) -> dict[str, str]:

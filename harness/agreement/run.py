@@ -475,16 +475,20 @@ class Side:
         )
 
     def _member_outcome(self, name: str) -> Outcome | None:
-        """A member's outcome, `deleted` when an action deleted it, None while the watch has not seen it."""
+        """A member's outcome: `deleted` when an action deleted it, `preempted` when the scheduler did
+        (a victim of a later group: which members go is what disruptionMode decides); None while the
+        watch has not seen it."""
         if name in self._deleted:
             return Outcome("deleted")
+        if self._watch.deleted(self._uids[name][1]):
+            return Outcome("preempted")
         raw = self._current(name)
         return None if raw is None else (_outcome(raw) or _waiting(raw))
 
     def _settle_groups(self, names: Sequence[str], quiet: float, until_bound: bool = False) -> None:
         """Until nothing about these groups changed for `quiet` seconds (every member decided or
         not: a gang PreEnqueue holds stays pending), or, with `until_bound`, every member (not
-        deleted) is bound; at most SETTLE_TIMEOUT."""
+        deleted or preempted) is bound; at most SETTLE_TIMEOUT."""
         last: tuple[Any, ...] | None = None
         changed = time.monotonic()
         deadline = changed + SETTLE_TIMEOUT
@@ -495,7 +499,7 @@ class Side:
             snapshot = self._group_snapshot(names)
             if snapshot != last:
                 last, changed = snapshot, now
-            members = [o for o in snapshot[0] if o is None or o.verdict != "deleted"]
+            members = [o for o in snapshot[0] if o is None or o.verdict not in ("deleted", "preempted")]
             bound = until_bound and all(o is not None and o.verdict == "bound" for o in members)
             return True if bound or now - changed > quiet or now > deadline else None
 
@@ -583,8 +587,8 @@ class Side:
         for pod in pods:
             if pod not in self._uids:
                 raise ApiFailure(f"{self.side}: {pod} is neither a pod nor a pod group of this scenario")
-        members = (m for name in group_names for m in self._groups[name].member_names)
-        watched = [*pods, *(m for m in members if m not in self._deleted)]
+        # Plain pods here; the groups' members are settled by _settle_groups below.
+        watched = pods
         last: dict[str, Outcome | None] = {}
         changed = time.monotonic()
         deadline = changed + SETTLE_TIMEOUT
