@@ -6,6 +6,7 @@ from plugins import (
     defaultbinder,
     defaultpreemption,
     dynamicresources,
+    gangscheduling,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -47,6 +48,7 @@ IN_TREE = (
     volumerestrictions,
     volumezone,
     nodevolumelimits,
+    gangscheduling,
 )
 
 

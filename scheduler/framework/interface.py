@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.features import FeatureGates
+from scheduler.framework.podgroups import PodGroupState, PodGroupStates
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -18,6 +19,7 @@ from scheduler.framework.types import (
     NodeInfo,
     NodeScore,
     NodeToStatus,
+    PlacementProgress,
     PreFilterResult,
     QueuedPodInfo,
     Status,
@@ -128,6 +130,11 @@ class Handle(Protocol):
         ...
 
     @property
+    def pod_groups(self) -> PodGroupStates:
+        """Pod-group state (kube's PodGroupManager): members, assumed and bound counts, group objects."""
+        ...
+
+    @property
     def nominator(self) -> PodNominator: ...
     @property
     def pdbs(self) -> PdbLister: ...
@@ -225,6 +232,13 @@ class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Must be idempotent: it may run for a pod whose reserve never ran or failed."""
+        ...
+
+
+class PlacementFeasiblePlugin(Plugin, Protocol):
+    def placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
+        """During a pod-group cycle: None when the group's constraints are met, Wait while they may
+        still be, Unschedulable once they cannot be (the cycle stops early)."""
         ...
 
 
