@@ -31,7 +31,6 @@ from scheduler.config import parse_config
 from scheduler.features import GENERIC_WORKLOAD, FeatureGateError, parse_feature_gates
 
 OURS = [module.NAME for module in IN_TREE if not getattr(module, "STAND_IN", False)]
-WITH_DRA = [*OURS, "DynamicResources"]
 
 
 def _workload(key: str) -> Any:
@@ -114,8 +113,13 @@ def test_configs_in_sub_folders_are_read() -> None:
 
 def test_dra_workloads_wait_for_the_plugin_not_for_an_opcode() -> None:
     claims = _workload("SchedulingWithResourceClaimTemplate/5000pods_500nodes")
-    assert "DynamicResources" in (skip_reason(claims, OURS) or "")
-    assert skip_reason(claims, WITH_DRA) is None  # allocResourceClaims and every other op are run
+    without = [name for name in OURS if name != "DynamicResources"]
+    assert "DynamicResources" in (skip_reason(claims, without) or "")
+    # With the plugin, allocResourceClaims, steady-state createPods and every other op are run.
+    assert skip_reason(claims, [*without, "DynamicResources"]) is None
+    steady = _workload("SchedulingWithResourceClaimTemplate/empty_500nodes")
+    assert steady.params["steadyState"] is True
+    assert skip_reason(steady, [*without, "DynamicResources"]) is None
 
 
 @pytest.mark.parametrize(
