@@ -303,6 +303,18 @@ def scaled(count: int, scale: float) -> int:
     return count if scale == 1.0 or count == 0 else max(1, math.ceil(count * scale))
 
 
+def scaled_params(case: TestCase, params: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    """The workload's parameters as its templates see them at `scale`: one that an op takes as its
+    count is scaled as that count is, so a template reading it too (a gang's minCount of
+    $cloggerPods, the $initNodes pods spread over) agrees with the objects made."""
+    counted: set[str] = set()
+    for op in case.ops:
+        for each in (op, op.get("createPodsOp") or {}):
+            if each.get("countParam"):
+                counted.add(str(each["countParam"]).removeprefix("$"))
+    return {k: scaled(int(v), scale) if k in counted else v for k, v in params.items()}
+
+
 def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
     keys = (
         "nodeTemplatePath",

@@ -49,6 +49,7 @@ from harness.bench.upstream import (
     resolve_template_params,
     runtime_config,
     scaled,
+    scaled_params,
     scheduler_configuration,
     select,
     skip_reason,
@@ -245,6 +246,7 @@ class Executor:
         self._current: Collector | None = None
         self.rng = random.Random()  # node names, as upstream's random suffixes
         self._sources: dict[Path, Template | dict[str, Any]] = {}
+        self.template_values = scaled_params(self.case, workload.params, scale)
 
     # ---------------------------------------------------------------- helpers
 
@@ -277,7 +279,7 @@ class Executor:
         source = self._source(relative)
         if isinstance(source, dict):
             return [source] * count
-        resolved = resolve_template_params(params or {}, self.workload.params)
+        resolved = resolve_template_params(params or {}, self.template_values)
         made: list[dict[str, Any]] = []
         for index in range(count):
             text = source.render({**resolved, "Index": index, "Count": count})

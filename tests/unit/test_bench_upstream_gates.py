@@ -234,3 +234,17 @@ def test_alloc_resource_claims_keeps_what_is_allocated_and_fails_like_upstream_w
     _, _, _, three = _dra_cluster(nodes=1, devices=2, claims=3)
     with pytest.raises(UpstreamError, match=r"Could not allocate claim 2 out of 3 \(init/test-claim-2\)"):
         allocate_claims(three, nodes, slices, classes, [], random.Random(1))
+
+
+def test_a_count_parameter_a_template_reads_is_scaled_as_the_count() -> None:
+    # 10000 cloggers at scale 0.02 are 200 pods: their PodGroup's minCount must say 200, else the
+    # group never reaches its minimum and no clogger is ever attempted.
+    executor = _executor("StarvationPodGroup/10000Nodes_10000Cloggers_Podgroup", scale=0.02)
+    groups_op = next(op for op in executor.case.ops if op["opcode"] == "createPodGroups")
+    cloggers_op = next(op for op in executor.case.ops if op.get("countParam") == "$cloggerPods")
+    (group,) = executor.objects(groups_op["templatePath"], executor.count(groups_op), groups_op["templateParams"])
+    assert executor.count(cloggers_op) == 200
+    assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 200
+    # A parameter no op counts with is left as upstream wrote it.
+    gangs = _executor("GangScheduling/5000Nodes_1000Gangs_3000Pods", scale=0.02)
+    assert gangs.template_values["podsPerGroup"] == 3 and gangs.template_values["initNodes"] == 100
