@@ -248,3 +248,18 @@ def test_a_count_parameter_a_template_reads_is_scaled_as_the_count() -> None:
     # A parameter no op counts with is left as upstream wrote it.
     gangs = _executor("GangScheduling/5000Nodes_1000Gangs_3000Pods", scale=0.02)
     assert gangs.template_values["podsPerGroup"] == 3 and gangs.template_values["initNodes"] == 100
+
+
+@pytest.mark.parametrize(
+    ("row", "cell"),
+    [
+        ({"cpu_ms_per_pod": 2.5, "cpu_seconds": 1.0, "scheduled": 400}, "2.50"),
+        # PublishResourceSlices: a measured phase with no pods shows what the scheduler spent.
+        ({"cpu_ms_per_pod": None, "cpu_seconds": 1.234, "scheduled": 0}, "1.23 s"),
+        ({}, "-"),
+    ],
+)
+def test_cpu_cell_of_a_phase_with_and_without_pods(row: dict[str, Any], cell: str) -> None:
+    from harness.bench.upstream_run import _cpu
+
+    assert _cpu(row) == cell
