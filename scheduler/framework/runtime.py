@@ -821,7 +821,6 @@ class Framework:
                 self._plugin_raised("Unreserve", plugin.name, pod, exc)
             metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
-    @metrics.timed_extension_point(metrics.PERMIT)
     def run_placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
         """kube's RunPlacementFeasiblePlugins: Unschedulable stops at once; Wait is remembered while
         the rest run; anything else is an Error naming the plugin."""
@@ -867,6 +866,7 @@ class Framework:
             return Status.as_error(error, plugin.name)
         return Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
 
+    @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
         pending: dict[str, float] = {}

@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 import pytest
+import structlog
 
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -249,3 +250,24 @@ async def test_pod_group_post_filter_says_it_does_not_preempt_when_victims_exist
         "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: 1 lower-priority "
         "pod(s) could make room, but this scheduler does not preempt for pod groups yet"
     )
+
+
+async def test_pod_group_that_cannot_be_read_is_reported_once_and_affects_only_its_members() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    bad = raw_pod_group("bad")
+    bad["spec"]["schedulingPolicy"]["gang"]["minCount"] = "three"
+    with structlog.testing.capture_logs() as logs:
+        informers.on_pod_group("ADDED", bad)
+        informers.on_pod_group("MODIFIED", bad)
+    assert [entry["error"] for entry in logs if entry["log_level"] == "error"] == [
+        "podgroup ns/bad: spec.schedulingPolicy.gang.minCount: 'three' is not a positive integer"
+    ]
+    informers.on_pod_group("ADDED", raw_pod_group("good", min_count=2))
+    for name, group in (("b1", "bad"), ("b2", "bad"), ("o1", "good"), ("o2", "good")):
+        informers.on_pod("ADDED", raw_member(name, group=group))
+    while await schedule_next(sched):
+        pass
+    # The good gang is placed; the bad group's members wait for a PodGroup they can use.
+    assert sorted(client.bindings) == ["ns/o1", "ns/o2"]
+    assert sched.queue.pending()["gated"] == 2
