@@ -17,10 +17,12 @@ from plugins import (
     noderesourcesfit,
     nodeunschedulable,
     nodevolumelimits,
+    podgrouppodscount,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    topologyplacementgenerator,
     volumebinding,
     volumerestrictions,
     volumezone,
@@ -49,6 +51,8 @@ IN_TREE = (
     volumezone,
     nodevolumelimits,
     gangscheduling,
+    topologyplacementgenerator,
+    podgrouppodscount,
 )
 
 

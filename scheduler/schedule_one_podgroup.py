@@ -19,6 +19,7 @@ client and the pod cycle's failure handler; never binds itself.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -28,7 +29,8 @@ import structlog
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
-from scheduler.cache import Cache
+from scheduler.cache import Cache, Snapshot
+from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import PodGroupState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (
@@ -36,6 +38,7 @@ from scheduler.framework.types import (
     CycleState,
     FitError,
     NoNodesAvailable,
+    Placement,
     PlacementProgress,
     QueuedPodGroupInfo,
     QueuedPodInfo,
@@ -70,9 +73,12 @@ class PodCycle(Protocol):
     frameworks: dict[str, Framework]
     queue: PriorityQueue
     cache: Cache
+    snapshot: Snapshot
     client: ApiClient
     nominator: Nominator
     recorders: dict[str, EventRecorder]
+    placement: frozenset[str] | None
+    rng: random.Random
 
     def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> HostResult: ...
     def skip_pod_schedule(self, pod: Pod) -> bool: ...
@@ -179,7 +185,10 @@ class PodGroupCycle:
             sched.queue.add_attempted_group(group, succeeded=True)
             return
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
-        results, status = self._simulate(fw, state, kept)
+        if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+            results, status = self._simulate_placements(fw, state, kept)
+        else:
+            results, status = self._simulate(fw, state, kept)
         metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
         if status is not None and status.code == Code.UNSCHEDULABLE and fw.pod_group_post_filter_plugins:
             status = self._post_filter(fw, state, kept, status)
@@ -241,6 +250,53 @@ class PodGroupCycle:
         finally:
             for revert in reversed(reverts):
                 revert()
+
+    def _simulate_placements(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]
+    ) -> tuple[list[MemberResult], Status | None]:
+        """kube's podGroupSchedulingPlacementAlgorithm: the simulation once per generated placement,
+        the members seeing only its nodes; the feasible placements scored, the best one kept."""
+        sched = self.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        placements, status = fw.run_placement_generate(state, sched.snapshot.list())
+        if status is not None:
+            return [], status
+        first: tuple[list[MemberResult], Status | None] | None = None
+        feasible: list[tuple[Placement, list[MemberResult]]] = []
+        for placement in placements:
+            sched.placement = frozenset(info.name for info in placement.nodes)
+            try:
+                results, status = self._simulate(fw, state, members)
+            finally:
+                sched.placement = None
+            if status is not None and status.code == Code.ERROR:
+                return results, status
+            first = first or (results, status)
+            if status is None:
+                feasible.append((placement, results))
+        if not feasible:
+            results, first_status = first or ([], None)
+            # kube prints the first placement's status as an error: errPodGroupUnschedulable's text
+            # when it carries that error, else its message.
+            if first_status is not None and isinstance(first_status.error, GroupUnschedulable):
+                text = POD_GROUP_UNSCHEDULABLE
+            else:
+                text = first_status.message if first_status is not None else ""
+            return results, _group_unschedulable(
+                f"0/{len(placements)} placements are available, first placement status: {text}"
+            )
+        if len(feasible) == 1:
+            return feasible[0][1], None
+        candidates = [
+            (placement, [(r.info.pod, r.host) for r in results if r.status is None and r.host])
+            for placement, results in feasible
+        ]
+        totals, status = fw.run_placement_score(state, candidates)
+        if status is not None:
+            return [], status
+        best = max(totals)
+        ties = [i for i, total in enumerate(totals) if total == best]
+        return feasible[ties[sched.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]][1], None
 
     def _simulate_member(self, fw: Framework, info: QueuedPodInfo, reverts: list[Callable[[], None]]) -> MemberResult:
         sched = self.sched

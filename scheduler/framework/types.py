@@ -474,3 +474,12 @@ class PlacementProgress:
 
     remaining: int
     scheduled: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A set of nodes a pod group is tried on as if they were the whole cluster (kube's fwk.Placement);
+    the name is the topology domain (empty for the whole cluster)."""
+
+    name: str
+    nodes: tuple[NodeInfo, ...]

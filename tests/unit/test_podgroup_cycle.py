@@ -271,3 +271,66 @@ async def test_pod_group_that_cannot_be_read_is_reported_once_and_affects_only_i
     # The good gang is placed; the bad group's members wait for a PodGroup they can use.
     assert sorted(client.bindings) == ["ns/o1", "ns/o2"]
     assert sched.queue.pending()["gated"] == 2
+
+
+TAS = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+
+
+def zone_node(name: str, zone: str, cpu: str = "1") -> dict[str, Any]:
+    raw = raw_node(name, cpu)
+    raw["metadata"]["labels"] = {"zone": zone}
+    return raw
+
+
+def zoned_group(name: str, min_count: int) -> dict[str, Any]:
+    raw = raw_pod_group(name, min_count)
+    raw["spec"]["schedulingConstraints"] = {"topology": [{"key": "zone"}]}
+    return raw
+
+
+async def test_topology_constrained_gang_lands_in_one_domain_that_fits_it() -> None:
+    sched, informers, client = setup(TAS)
+    for name, zone, cpu in (("a1", "a", "1"), ("a2", "a", "1"), ("b1", "b", "2"), ("b2", "b", "2")):
+        informers.on_node("ADDED", zone_node(name, zone, cpu))
+    informers.on_pod_group("ADDED", zoned_group("gang", 3))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
+    assert set(client.bindings.values()) <= {"b1", "b2"}
+
+
+async def test_topology_constrained_gang_that_fits_no_domain_reports_the_first_placement() -> None:
+    """As kube-scheduler v1.37.2 reports it on the same cluster (checked 2026-12-02)."""
+    sched, informers, client = setup(TAS)
+    for name, zone in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")):
+        informers.on_node("ADDED", zone_node(name, zone))
+    informers.on_pod_group("ADDED", zoned_group("gang", 3))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    assert await schedule_next(sched)
+    assert client.bindings == {}
+    group_message = (
+        "pod group is unschedulable, 0/2 placements are available, first placement status: "
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+        "pod group preemption: No preemption victims found for incoming preemptor"
+    )
+    assert pod_group_condition(client)["message"] == group_message
+    messages = sorted(c["message"] for c in client.conditions.values())
+    assert messages == [
+        "0/2 nodes are available: 2 Insufficient cpu.",
+        f"pod group is unschedulable, {group_message}",
+        f"pod group is unschedulable, {group_message}",
+    ]
+
+
+async def test_topology_constrained_pair_shares_a_domain() -> None:
+    sched, informers, client = setup(TAS)
+    for name, zone in (("a1", "a"), ("a2", "a"), ("b1", "b"), ("b2", "b")):
+        informers.on_node("ADDED", zone_node(name, zone))
+    informers.on_pod_group("ADDED", zoned_group("pair", 2))
+    for name in ("p1", "p2"):
+        informers.on_pod("ADDED", raw_member(name, group="pair"))
+    assert await schedule_next(sched)
+    assert len(client.bindings) == 2
+    assert {node[0] for node in client.bindings.values()} in ({"a"}, {"b"})
