@@ -4,8 +4,11 @@ A group popped as one entity is checked (its PodGroup still known; members agree
 name, priority and preemption policy), then simulated: members in kube's order go through the
 ordinary Filter/Score of the pod cycle, each placed member is assumed and reserved so the next
 ones see it, and GangScheduling's PlacementFeasible says after each member whether minCount can
-still be met. Every simulated assume is reverted (Unreserve, forget, nomination restored) before
-anything is submitted. Submission is all or nothing: on success each placed member takes the pod
+still be met. With TopologyAwareWorkloadScheduling the simulation runs once per placement (the
+nodes of one topology domain, TopologyPlacementGenerator) and PodGroupPodsCount picks among the
+feasible ones. An Unschedulable group then meets PodGroupPostFilter (DefaultPreemption), whose
+answer joins the group's reasons. Every simulated assume is reverted (Unreserve, forget,
+nomination restored) before anything is submitted. Submission is all or nothing: on success each placed member takes the pod
 cycle's own path (assume, Reserve, Permit, binding cycle) and GangScheduling's Permit lets the
 members bind once the quorum is assumed; otherwise every member is reported unschedulable with
 the group's reason. The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the

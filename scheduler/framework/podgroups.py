@@ -71,14 +71,16 @@ class PodGroupState:
         """Members assumed by a cycle or bound: what a gang's quorum at Permit counts."""
         return len(self.assumed) + len(self.assigned)
 
+    # Lists follow the order members were first seen (deterministic, unlike iterating the sets).
+
     def unscheduled_pods(self) -> list[Pod]:
-        return [self.pods[uid] for uid in self.unscheduled]
+        return [pod for uid, pod in self.pods.items() if uid in self.unscheduled]
 
     def assumed_pods(self) -> list[Pod]:
         return list(self.assumed.values())
 
     def scheduled_pods(self) -> list[Pod]:
-        return [self.pods[uid] for uid in self.assigned] + list(self.assumed.values())
+        return [pod for uid, pod in self.pods.items() if uid in self.assigned] + list(self.assumed.values())
 
     def empty(self) -> bool:
         return not self.pods and self.group is None
