@@ -8,11 +8,13 @@ still be met. With TopologyAwareWorkloadScheduling the simulation runs once per 
 nodes of one topology domain, TopologyPlacementGenerator) and PodGroupPodsCount picks among the
 feasible ones. An Unschedulable group then meets PodGroupPostFilter (DefaultPreemption), whose
 answer joins the group's reasons. Every simulated assume is reverted (Unreserve, forget,
-nomination restored) before anything is submitted. Submission is all or nothing: on success each placed member takes the pod
-cycle's own path (assume, Reserve, Permit, binding cycle) and GangScheduling's Permit lets the
-members bind once the quorum is assumed; otherwise every member is reported unschedulable with
-the group's reason. The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the
-api layer. The members return to the queue together (`add_attempted_group`).
+nomination restored) before anything is submitted.
+
+Submission is all or nothing: on success each placed member takes the pod cycle's own path
+(assume, Reserve, Permit, binding cycle) and GangScheduling's Permit lets the members bind once
+the quorum is assumed; otherwise every member is reported unschedulable with the group's reason.
+The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the api layer. The
+members return to the queue together (`add_attempted_group`).
 
 Runs synchronously between two awaits of the scheduling loop, so the cache it assumes into is the
 one snapshot of the cycle: no informer event lands in between. Writes only through the api
