@@ -6,6 +6,7 @@ from plugins import (
     defaultbinder,
     defaultpreemption,
     dynamicresources,
+    gangscheduling,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -16,10 +17,12 @@ from plugins import (
     noderesourcesfit,
     nodeunschedulable,
     nodevolumelimits,
+    podgrouppodscount,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    topologyplacementgenerator,
     volumebinding,
     volumerestrictions,
     volumezone,
@@ -47,6 +50,9 @@ IN_TREE = (
     volumerestrictions,
     volumezone,
     nodevolumelimits,
+    gangscheduling,
+    topologyplacementgenerator,
+    podgrouppodscount,
 )
 
 
