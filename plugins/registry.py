@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     dynamicresources,
@@ -47,6 +48,7 @@ IN_TREE = (
     volumerestrictions,
     volumezone,
     nodevolumelimits,
+    coscheduling,
 )
 
 

@@ -27,6 +27,7 @@ from scheduler.framework.events import (
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
 )
+from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.framework.volumes import (
@@ -112,6 +113,7 @@ class Informers:
         cache = sched.cache
         known = cache.get_pod(uid)
         if event_type == DELETED or pod.terminal:
+            cache.pod_groups.delete_pod(uid)
             sched.pending_pods.pop(uid, None)
             sched.nominator.delete(uid)
             sched.queue.delete(uid)
@@ -123,6 +125,8 @@ class Informers:
             if pod.node_name or pod.scheduler_name in sched.frameworks:  # kube's handlers see only these
                 metrics.observe_event_handling(ASSIGNED_POD_DELETE.label if pod.node_name else UNSCHEDULED_DEL, started)
             return
+        # Every member counts, whoever schedules it (a gang's quorum counts pods, not our pods).
+        cache.pod_groups.upsert_pod(pod)
         if pod.node_name:
             if sched.pending_pods.pop(uid, None) is not None:  # kube's unscheduled-pod handler sees a delete
                 metrics.observe_event_handling(UNSCHEDULED_DEL, started)
@@ -281,6 +285,23 @@ class Informers:
             self.pdbs.delete(key)
             return
         self.pdbs.upsert(pdb)
+
+    # ---- pod groups (gang plugins' group objects) -----------------------------------------
+
+    def on_pod_group(self, api: str, resource: EventResource, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        """A group object of `api` (e.g. scheduler-plugins' PodGroup): stored as JSON for the plugin
+        that tracks `api`, and offered to the queue as `resource`'s event."""
+        meta = raw.get("metadata") or {}
+        key = GroupKey(api, meta.get("namespace", ""), meta.get("name", ""))
+        groups = self.sched.cache.pod_groups
+        if event_type == DELETED:
+            old, new, action = groups.remove_object(key), None, ActionType.DELETE
+        else:
+            old = groups.set_object(key, raw)
+            new, action = raw, ActionType.ADD if old is None else ActionType.UPDATE
+            if old is not None and (old.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+                return  # a relist repeating what we have
+        self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(resource, action), old, new)
 
     # ---- storage (the volume plugins' listers) -------------------------------------------
 

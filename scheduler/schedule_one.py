@@ -148,6 +148,9 @@ class Scheduler:
         wiring = Wiring(self.snapshot, self.queue.activate, self.spawn, self.pod_exists, self.nominator, self.recorders)
         for fw in self.frameworks.values():
             fw.handle.wire(wiring)
+            # The plugins registered their groups' membership rules in the handle's store: the cache's
+            # assumes and forgets must move members in that same store.
+            cache.pod_groups = fw.handle.pod_groups
         self.status_writes = StatusDispatcher(
             client, self.pending_pods, self.recorders, self.spawn, max_in_flight=max_concurrent_writes
         )

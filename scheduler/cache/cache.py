@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.podgroups import PodGroupStates
 from scheduler.framework.types import NodeInfo
 from scheduler.model.objects import Node, Pod
 
@@ -34,6 +35,9 @@ class _PodState:
 class Cache:
     def __init__(self, assumed_ttl: float = 900.0, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
+        # Group members' progress follows every assume and forget here, as in kube's cache (the
+        # scheduler puts the framework handle's store here, the one plugins read).
+        self.pod_groups = PodGroupStates()
         self._ttl = assumed_ttl
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodState] = {}
@@ -83,6 +87,7 @@ class Cache:
             raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache; cannot assume it")
         self._add_to_node(pod)
         self._pods[pod.uid] = _PodState(pod, assumed=True)
+        self.pod_groups.assume_pod(pod)
 
     def finish_binding(self, pod: Pod) -> None:
         """The Binding was written; start the assumed pod's expiry clock."""
@@ -100,6 +105,7 @@ class Cache:
             raise CacheError(f"pod {pod.key} was confirmed by the informer; it cannot be forgotten")
         self._remove_from_node(state.pod)
         del self._pods[pod.uid]
+        self.pod_groups.forget_pod(pod.uid)
 
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)
@@ -150,6 +156,7 @@ class Cache:
         ]
         for pod in expired:
             self.remove_pod(pod.uid)
+            self.pod_groups.forget_pod(pod.uid)
         return expired
 
     # ---- nodes -------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
     SnapshotLister,
 )
+from scheduler.framework.podgroups import PodGroupStates
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -261,6 +262,7 @@ class FrameworkHandle:
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
         self._pdbs = PdbStore()
+        self._pod_groups = PodGroupStates()
         self.waiting_pods: dict[str, WaitingPod] = {}
         # Every profile's framework registers itself.
         self.frameworks: dict[str, Framework] = {}
@@ -316,6 +318,10 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
+
+    @property
+    def pod_groups(self) -> PodGroupStates:
+        return self._pod_groups
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]
