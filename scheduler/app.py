@@ -29,7 +29,7 @@ from aiohttp import web
 
 from plugins.registry import in_tree_registry
 from scheduler import gctune, metrics, serving
-from scheduler.api.client import ApiClient
+from scheduler.api.client import ApiClient, ApiError
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
@@ -48,6 +48,7 @@ from scheduler.config import (
 )
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
+from scheduler.framework.types import EventResource
 from scheduler.framework.volumes import (
     CSI_DRIVER,
     CSI_NODE,
@@ -108,6 +109,15 @@ VOLUME_KINDS = (
     ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
     ("storage.k8s.io", "v1", "volumeattachments", VOLUME_ATTACHMENT),
 )
+
+
+# Gang plugins' group objects, watched only when a configured plugin tracks their API group:
+# (group, version, plural, the cluster event a change is).
+POD_GROUP_KINDS = (("scheduling.x-k8s.io", "v1alpha1", "podgroups", EventResource.SCHEDULER_PLUGINS_POD_GROUP),)
+
+
+def _pod_group_kinds(informers: Informers) -> list[tuple[str, str, str, EventResource]]:
+    return [kind for kind in POD_GROUP_KINDS if informers.sched.cache.pod_groups.tracks(kind[0])]
 
 
 def collection_path(group: str, version: str, plural: str) -> str:
@@ -220,6 +230,15 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     async def pdb_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_pdb(event.get("type"), event["object"])
 
+    for group, version, plural, resource in _pod_group_kinds(informers):
+
+        async def pod_group_event(
+            event: Mapping[str, Any], _group: str = group, _resource: EventResource = resource, **_: Any
+        ) -> None:
+            informers.on_pod_group(_group, _resource, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}.{group}-event")(pod_group_event)
+
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
 
@@ -275,6 +294,20 @@ async def _prime(
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)
+    for group, version, plural, resource in _pod_group_kinds(informers):
+        try:
+            listed = await client.request("GET", collection_path(group, version, plural))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            # The plugin was configured but its CRD is not installed: its pods wait for their groups.
+            log.error(
+                "pod group kind not served: install its CRD and restart the scheduler",
+                resource=f"{plural}.{version}.{group}",
+            )
+            continue
+        for item in listed["items"]:
+            informers.on_pod_group(group, resource, "ADDED", item)
     for reflector in volumes:
         await reflector.list()
     await nodes.list()
