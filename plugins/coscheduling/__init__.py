@@ -169,7 +169,9 @@ class Coscheduling:
     def pre_filter_extensions(self) -> None:
         return None
 
-    def post_filter(self, state: CycleState, pod: Pod, node_to_status: NodeToStatus) -> tuple[str | None, Status | None]:
+    def post_filter(
+        self, state: CycleState, pod: Pod, node_to_status: NodeToStatus
+    ) -> tuple[str | None, Status | None]:
         key, pg = self._group(pod)
         if key is None or pg is None:
             return None, Status.unschedulable(NO_POD_GROUP)

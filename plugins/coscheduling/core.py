@@ -84,11 +84,13 @@ class Expiring:
         self._until[key] = self._clock() + ttl
 
     def __contains__(self, key: object) -> bool:
-        until = self._until.get(key)  # type: ignore[call-overload]
+        if not isinstance(key, GroupKey):
+            return False
+        until = self._until.get(key)
         if until is None:
             return False
         if self._clock() >= until:
-            del self._until[key]  # type: ignore[arg-type]
+            del self._until[key]
             return False
         return True
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from scheduler.framework.podgroups import GroupKey, MembershipRule, PodGroupState
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -21,7 +22,6 @@ from scheduler.framework.types import (
     QueuedPodInfo,
     Status,
 )
-from scheduler.framework.podgroups import GroupKey, MembershipRule, PodGroupState
 from scheduler.model.objects import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:

@@ -101,9 +101,7 @@ class PodGroupStates:
         """A pod added or updated (bound or not); a member's binding moves it to assigned."""
         if not self._rules:
             return
-        keys = tuple(
-            GroupKey(api, pod.namespace, name) for api, rule in self._rules.items() if (name := rule(pod))
-        )
+        keys = tuple(GroupKey(api, pod.namespace, name) for api, rule in self._rules.items() if (name := rule(pod)))
         previous = self._memberships.get(pod.uid, ())
         for key in previous:
             if key not in keys:

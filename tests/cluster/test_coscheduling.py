@@ -35,7 +35,8 @@ def podgroup_crd(k8s: Any) -> Iterator[None]:
     extensions.create_custom_resource_definition(crd)
 
     def established() -> bool:
-        conditions = extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or ()
+        read: Any = extensions.read_custom_resource_definition(crd["metadata"]["name"])
+        conditions = read.status.conditions or ()
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
     wait_for(established, timeout=30, what="PodGroup CRD established")
@@ -75,7 +76,7 @@ def create_pod_group(k8s: Any, namespace: str, name: str, min_member: int, timeo
 
 
 def create_member(core: Any, namespace: str, name: str, group: str, scheduler_name: str, cpu: str) -> None:
-    pod = api_pod(name, scheduler_name, cpu=cpu)
+    pod: Any = api_pod(name, scheduler_name, cpu=cpu)
     pod.metadata.labels[LABEL] = group
     pod.spec.termination_grace_period_seconds = 0
     core.create_namespaced_pod(namespace, pod)
@@ -201,12 +202,14 @@ def test_a_permit_timeout_releases_what_the_waiting_members_hold(
         create_member(core, namespace, "stuck-1", "stuck", scheduler_name, cpu="1")
         create_member(core, namespace, "stuck-other", "stuck", "nobody", cpu="1")
         time.sleep(1)
-        filler = api_pod("filler", scheduler_name, cpu="2")
+        filler: Any = api_pod("filler", scheduler_name, cpu="2")
         filler.spec.termination_grace_period_seconds = 0
         core.create_namespaced_pod(namespace, filler)
         # Held by the waiting members first, then released by their timeout.
         wait_for(lambda: failed_scheduling(core, namespace, "filler"), timeout=30, what="filler rejected while held")
-        wait_for(lambda: bound(core, namespace).get("filler") == node, timeout=60, what="filler bound after the timeout")
+        wait_for(
+            lambda: bound(core, namespace).get("filler") == node, timeout=60, what="filler bound after the timeout"
+        )
     assert any(
         "rejected due to timeout after waiting 4s at plugin Coscheduling" in m
         for name in ("stuck-0", "stuck-1")

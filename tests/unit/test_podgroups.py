@@ -12,7 +12,10 @@ from scheduler.app import build_scheduler
 from scheduler.cache import Cache
 from scheduler.config import parse_config
 from scheduler.framework.podgroups import GroupKey, PodGroupStates
+from scheduler.framework.types import EventResource
+from scheduler.informers import Informers
 from scheduler.model.objects import Pod
+from scheduler.schedule_one import Scheduler
 from scheduler.testing.builders import make_pod
 
 API = "example.io"
@@ -103,7 +106,7 @@ def test_cache_assume_and_forget_move_members() -> None:
     assert split(cache.pod_groups) == ({"a"}, set(), set())
 
 
-def test_scheduler_cache_shares_the_plugins_store() -> None:
+def coscheduling_scheduler() -> Scheduler:
     config = parse_config(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -119,6 +122,30 @@ def test_scheduler_cache_shares_the_plugins_store() -> None:
             ],
         }
     )
-    sched = build_scheduler(config, in_tree_registry(), FakeApiClient(), {})
+    return build_scheduler(config, in_tree_registry(), FakeApiClient(), {})
+
+
+def test_scheduler_cache_shares_the_plugins_store() -> None:
+    sched = coscheduling_scheduler()
     assert sched.cache.pod_groups is sched.frameworks["s"].handle.pod_groups
     assert sched.cache.pod_groups.tracks("scheduling.x-k8s.io")
+
+
+def test_informers_feed_members_whoever_schedules_them_and_group_objects() -> None:
+    sched = coscheduling_scheduler()
+    informers = Informers(sched)
+    key = GroupKey("scheduling.x-k8s.io", "ns", "g")
+    ours = make_pod("a", "ns").uid("a").label("scheduling.x-k8s.io/pod-group", "g").spec(schedulerName="s")
+    theirs = make_pod("b", "ns").uid("b").label("scheduling.x-k8s.io/pod-group", "g").spec(schedulerName="other")
+    bound = make_pod("c", "ns").uid("c").label("scheduling.x-k8s.io/pod-group", "g").node("n1")
+    for pod in (ours, theirs, bound):
+        informers.on_pod("ADDED", pod.raw)
+    state = sched.cache.pod_groups.get(key)
+    assert state is not None and (state.unscheduled, state.assigned) == ({"a", "b"}, {"c"})
+    informers.on_pod("DELETED", theirs.raw)
+    assert set(state.all_pods) == {"a", "c"}
+    group = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 2}}
+    informers.on_pod_group(key.api, EventResource.SCHEDULER_PLUGINS_POD_GROUP, "ADDED", group)
+    assert state.api_object == group
+    informers.on_pod_group(key.api, EventResource.SCHEDULER_PLUGINS_POD_GROUP, "DELETED", group)
+    assert state.api_object is None

@@ -20,6 +20,8 @@ import pytest
 
 from plugins.coscheduling import NAME, Coscheduling, parse_args
 from plugins.coscheduling.core import API, POD_GROUP_LABEL, check_cluster_resource
+from plugins.registry import in_tree_registry
+from scheduler.config import parse_config
 from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.runtime import FrameworkHandle, WaitingPod
 from scheduler.framework.types import (
@@ -33,6 +35,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import Pod
+from scheduler.profile import build_profiles
 from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info
 
 CPU4 = {"cpu": "4", "pods": "32"}
@@ -173,9 +176,7 @@ GATED = {"schedulingGates": [{"name": "example-gate"}]}
             True,
             id="pod does not belong to any pg",
         ),
-        pytest.param(
-            member("p", "pg-non-existent"), [], [pod_group("pg1", min_member=1)], True, id="non-existent pg"
-        ),
+        pytest.param(member("p", "pg-non-existent"), [], [pod_group("pg1", min_member=1)], True, id="non-existent pg"),
         pytest.param(
             member("p", "pg1"),
             [member("pg2-1", "pg2")],
@@ -248,7 +249,9 @@ def test_pre_filter_messages() -> None:
     assert status == Status.unresolvable(
         "pre-filter pod p cannot find enough sibling pods, current pods number: 1, minMember of group: 2"
     )
-    plugin, handle = setup([member("a", "pg1"), member("b", "pg1")], [pod_group("pg1", min_member=2, min_resources={"cpu": "9"})])
+    plugin, handle = setup(
+        [member("a", "pg1"), member("b", "pg1")], [pod_group("pg1", min_member=2, min_resources={"cpu": "9"})]
+    )
     _, status = plugin.pre_filter(CycleState(), member("a", "pg1").obj(), handle.snapshot.list())
     assert status == Status.unresolvable("resource gap: map[cpu:5]")
 
@@ -256,7 +259,12 @@ def test_pre_filter_messages() -> None:
 def test_pre_filter_remembers_a_passed_resource_check_for_the_permit_wait() -> None:
     clock = Clock()
     pods = [member("a", "pg1"), member("b", "pg1")]
-    plugin, handle = setup(pods, [pod_group("pg1", min_member=2, min_resources={"cpu": "4"})], args={"permitWaitingTimeSeconds": 10}, clock=clock)
+    plugin, handle = setup(
+        pods,
+        [pod_group("pg1", min_member=2, min_resources={"cpu": "4"})],
+        args={"permitWaitingTimeSeconds": 10},
+        clock=clock,
+    )
     assert plugin.pre_filter(CycleState(), pods[0].obj(), handle.snapshot.list())[1] is None
     # The cluster filled up meanwhile: within permitWaitingTimeSeconds the group is not checked again.
     full = [node_info(make_node("node").capacity(CPU4), make_pod("x").uid("x").node("node").req(cpu="4").obj())]
@@ -303,7 +311,9 @@ def test_invalid_pod_group_fails_only_its_own_pods() -> None:
 def test_check_cluster_resource(existing: list[PodBuilder], ok: bool) -> None:
     pods = [p.obj() for p in existing]
     cpu3 = {"cpu": "3", "pods": "32"}
-    nodes = [node_info(make_node(n).capacity(cpu3), *[p for p in pods if p.node_name == n]) for n in ("node-a", "node-b")]
+    nodes = [
+        node_info(make_node(n).capacity(cpu3), *[p for p in pods if p.node_name == n]) for n in ("node-a", "node-b")
+    ]
     assert (check_cluster_resource(nodes, {"cpu": 4000}, "ns/pg1") is None) == ok
 
 
@@ -363,9 +373,11 @@ def test_permit_wait_time(group_timeout: int | None, args_timeout: int | None, w
 
 async def test_quorum_allows_every_waiting_member() -> None:
     pods = [member(f"p{i}", "pg1") for i in range(3)]
-    plugin, handle = setup([*pods, member("other", "pg2")], [pod_group("pg1", min_member=3), pod_group("pg2", min_member=2)])
+    plugin, handle = setup(
+        [*pods, member("other", "pg2")], [pod_group("pg1", min_member=3), pod_group("pg2", min_member=2)]
+    )
     waiting = []
-    for pod in pods[:2] + [member("other", "pg2")]:
+    for pod in [*pods[:2], member("other", "pg2")]:
         placed = assume(handle, pod.obj())
         assert plugin.permit(CycleState(), placed, "node")[0] == Status(Code.WAIT)
         handle.waiting_pods[placed.uid] = entry = WaitingPod(placed, {NAME: 60.0})
@@ -424,12 +436,21 @@ def test_post_filter(pod: PodBuilder, existing: list[PodBuilder], groups: list[d
 
 @pytest.mark.parametrize(
     ("percentage", "min_member", "assigned", "rejects"),
-    [(10, 10, 9, False), (10, 10, 8, True), (0, 10, 9, True), (100, 10, 0, False), (50, 10, 6, False), (50, 10, 4, True)],
+    [
+        (10, 10, 9, False),
+        (10, 10, 8, True),
+        (0, 10, 9, True),
+        (100, 10, 0, False),
+        (50, 10, 6, False),
+        (50, 10, 4, True),
+    ],
 )
 def test_post_filter_reject_threshold(percentage: int, min_member: int, assigned: int, rejects: bool) -> None:
     bound = [member(f"assigned-{i}", "pg1").node("node") for i in range(assigned)]
     plugin, _ = setup(
-        [*bound, member("p", "pg1")], [pod_group("pg1", min_member=min_member)], args={"podGroupRejectPercentage": percentage}
+        [*bound, member("p", "pg1")],
+        [pod_group("pg1", min_member=min_member)],
+        args={"podGroupRejectPercentage": percentage},
     )
     _, status = plugin.post_filter(CycleState(), member("p", "pg1").obj(), NodeToStatus())
     assert status == (REJECTED if rejects else Status(Code.UNSCHEDULABLE))
@@ -438,9 +459,11 @@ def test_post_filter_reject_threshold(percentage: int, min_member: int, assigned
 async def test_post_filter_rejects_waiting_members_and_backs_off() -> None:
     """TestPodGroupBackoffTime: the first member waits and activates its siblings; a sibling's
     PostFilter rejects the group, whose next member then fails PreFilter while it backs off."""
-    clock, activated = Clock(), []
+    clock, activated = Clock(), list[str]()
     pods = [member(f"pod{i}", "pg1") for i in (1, 2, 3)]
-    plugin, handle = setup(pods, [pod_group("pg1", min_member=3)], args={"podGroupBackoffSeconds": 1}, clock=clock, activated=activated)
+    plugin, handle = setup(
+        pods, [pod_group("pg1", min_member=3)], args={"podGroupBackoffSeconds": 1}, clock=clock, activated=activated
+    )
     first = assume(handle, pods[0].obj(), "test")
     assert plugin.permit(CycleState(), first, "test")[0] == Status(Code.WAIT)
     assert sorted(activated) == ["pod2", "pod3"]
@@ -567,13 +590,18 @@ def test_events_to_register() -> None:
     ]
 
 
-def test_as_a_second_scheduler_config() -> None:
-    """Coscheduling as scheduler-plugins' as-a-second-scheduler configures it: multiPoint plus the
-    queueSort, every default plugin kept."""
-    from plugins.registry import in_tree_registry
-    from scheduler.config import parse_config
-    from scheduler.profile import build_profiles
+# scheduler-plugins' two ways to configure it: manifests/coscheduling/scheduler-config.yaml, and the
+# as-a-second-scheduler chart's ConfigMap (every plugin in multiPoint, PrioritySort disabled there).
+MANIFEST_PLUGINS = {
+    "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+    "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+}
+HELM_CHART_PLUGINS = {"multiPoint": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}}
 
+
+@pytest.mark.parametrize("plugins", [MANIFEST_PLUGINS, HELM_CHART_PLUGINS], ids=["manifest", "helm-chart"])
+def test_as_a_second_scheduler_config(plugins: dict[str, Any]) -> None:
+    """Coscheduling configured as scheduler-plugins configures it, every default plugin kept."""
     config = parse_config(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -581,10 +609,7 @@ def test_as_a_second_scheduler_config() -> None:
             "profiles": [
                 {
                     "schedulerName": "secondary-scheduler",
-                    "plugins": {
-                        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
-                        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
-                    },
+                    "plugins": plugins,
                     "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}],
                 }
             ],
@@ -594,7 +619,7 @@ def test_as_a_second_scheduler_config() -> None:
     fw = build_profiles(config, in_tree_registry(), handle)["secondary-scheduler"]
     names = fw.plugin_names()
     assert names["queueSort"] == ["Coscheduling"]
-    for point in ("preFilter", "postFilter", "reserve", "permit"):
+    for point in ("preFilter", "reserve", "permit"):
         assert "Coscheduling" in names[point], point
     assert names["postFilter"] == ["DefaultPreemption", "Coscheduling"]
     assert handle.pod_groups.tracks(API)
