@@ -7,6 +7,7 @@ from plugins import (
     defaultbinder,
     defaultpreemption,
     dynamicresources,
+    gangscheduling,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -48,6 +49,7 @@ IN_TREE = (
     volumerestrictions,
     volumezone,
     nodevolumelimits,
+    gangscheduling,
     coscheduling,
 )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, FeatureGates
 from scheduler.framework.runtime import EXTENSION_POINTS
 from scheduler.model.durations import go_duration, parse_go_duration
 
@@ -55,6 +56,15 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
     ("DefaultBinder", 0),
     ("NodeDeclaredFeatures", 0),
 )
+
+
+def default_multi_point(gates: FeatureGates) -> tuple[tuple[str, int], ...]:
+    """The default profile with kube's applyFeatureGates for the gates this scheduler honours:
+    GenericWorkload appends GangScheduling."""
+    extra: tuple[tuple[str, int], ...] = ()
+    if gates.enabled(GENERIC_WORKLOAD):
+        extra += (("GangScheduling", 0),)
+    return DEFAULT_MULTI_POINT + extra
 
 
 class ConfigError(ValueError):
@@ -114,6 +124,8 @@ class SchedulerConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
+    # From --feature-gates (kube-scheduler's configuration file has no field for them).
+    feature_gates: FeatureGates = DEFAULT_FEATURE_GATES
 
     def profile(self, name: str) -> ProfileConfig:
         for p in self.profiles:

@@ -18,13 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.coscheduling.core import (
-    API,
-    DEFAULT_WAIT_SECONDS,
-    PodGroup,
-    PodGroupManager,
-    pod_group_name,
-)
+from plugins.coscheduling.core import DEFAULT_WAIT_SECONDS, PodGroup, PodGroupManager, pod_group_key
 from scheduler.framework.interface import Handle
 from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.types import (
@@ -105,7 +99,7 @@ class Coscheduling:
 
     def __init__(self, args: CoschedulingArgs, handle: Handle, clock: Callable[[], float] = time.monotonic) -> None:
         self.handle = handle
-        handle.pod_groups.track(API, pod_group_name)
+        handle.pod_groups.add_membership(pod_group_key)
         self.schedule_timeout = float(args.permit_waiting_time_seconds)
         self.backoff = float(args.pod_group_backoff_seconds)
         self.reject_threshold = args.pod_group_reject_percentage / 100.0
@@ -115,7 +109,7 @@ class Coscheduling:
 
     def _group(self, pod: Pod) -> tuple[GroupKey | None, PodGroup | None]:
         """The pod's group key (None: no group) and its usable PodGroup (None: missing or invalid)."""
-        key = self.manager.key_of(pod)
+        key = pod_group_key(pod)
         if key is None:
             return None, None
         pg = self.manager.pod_group(key)
@@ -154,7 +148,7 @@ class Coscheduling:
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        key = self.manager.key_of(pod)
+        key = pod_group_key(pod)
         if key is None:
             return None, None
         pg = self.manager.pod_group(key)
@@ -176,7 +170,7 @@ class Coscheduling:
         if key is None or pg is None:
             return None, Status.unschedulable(NO_POD_GROUP)
         group = self.manager.state(key)
-        assigned = group.scheduled_count if group is not None else 0
+        assigned = group.scheduled_pods_count() if group is not None else 0
         # Enough members are placed already: no reason to reject the whole group.
         if assigned >= pg.min_member:
             return None, Status(Code.UNSCHEDULABLE)
@@ -185,7 +179,7 @@ class Coscheduling:
             return None, Status(Code.UNSCHEDULABLE)
         # If this member fails, its siblings very likely fail too: release what they hold.
         self._reject_waiting(key, "optimistic rejection in PostFilter")
-        if self.backoff > 0 and group is not None and len(group.all_pods) >= pg.min_member:
+        if self.backoff > 0 and group is not None and group.all_pods_count() >= pg.min_member:
             self.manager.backed_off.add(key, self.backoff)
         self.manager.permitted.discard(key)
         self.manager.mark_failure(key)
@@ -203,7 +197,7 @@ class Coscheduling:
     # ---- Permit / Reserve ----------------------------------------------------------------
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
-        key = self.manager.key_of(pod)
+        key = pod_group_key(pod)
         if key is None:
             return None, 0.0
         pg = self.manager.pod_group(key)
@@ -211,7 +205,7 @@ class Coscheduling:
             return Status.unschedulable(POD_GROUP_NOT_FOUND), 0.0
         group = self.manager.state(key)
         # This pod was assumed before Permit: it counts itself.
-        scheduled = group.scheduled_count if group is not None else 0
+        scheduled = group.scheduled_pods_count() if group is not None else 0
         if scheduled >= pg.min_member:
             self.manager.clear_failure(key)
             if group is not None:

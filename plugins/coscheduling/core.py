@@ -18,23 +18,27 @@ from typing import Any
 
 import structlog
 
-from scheduler.framework.interface import PodGroupLister
-from scheduler.framework.podgroups import GroupKey, PodGroupState
+from scheduler.framework.podgroups import SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey, PodGroupState, PodGroupStates
 from scheduler.framework.types import NodeInfo
 from scheduler.model.objects import CPU, PODS, InvalidObject, Pod, Resource
 
 log = structlog.get_logger("coscheduling")
 
-# scheduler-plugins' API group; pods join a PodGroup of their namespace by this label.
-API = "scheduling.x-k8s.io"
+# Pods join a scheduler-plugins PodGroup of their namespace by this label.
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 # util.DefaultWaitTime: Permit's wait when neither the PodGroup nor the args give one.
 DEFAULT_WAIT_SECONDS = 60.0
 
 
 def pod_group_name(pod: Pod) -> str | None:
-    """The membership rule: the pod's PodGroup name from its label (util.GetPodGroupLabel)."""
+    """The pod's PodGroup name from its label (util.GetPodGroupLabel)."""
     return pod.labels.get(POD_GROUP_LABEL) or None
+
+
+def pod_group_key(pod: Pod) -> GroupKey | None:
+    """Coscheduling's membership in the shared pod-group state: the labelled PodGroup of the pod's namespace."""
+    name = pod_group_name(pod)
+    return GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, pod.namespace, name) if name else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +161,7 @@ def check_cluster_resource(nodes: Sequence[NodeInfo], request: Mapping[str, int]
 class PodGroupManager:
     """scheduler-plugins' PodGroupManager over the shared pod-group state."""
 
-    def __init__(self, groups: PodGroupLister, schedule_timeout: float, clock: Callable[[], float]) -> None:
+    def __init__(self, groups: PodGroupStates, schedule_timeout: float, clock: Callable[[], float]) -> None:
         self.groups = groups
         self.schedule_timeout = schedule_timeout
         self.clock = clock
@@ -171,16 +175,13 @@ class PodGroupManager:
         # The parsed object per group, with the JSON it was parsed from; errors reported once.
         self._parsed: dict[GroupKey, tuple[Mapping[str, Any], PodGroup | InvalidObject]] = {}
 
-    def key_of(self, pod: Pod) -> GroupKey | None:
-        return self.groups.key_of(API, pod)
-
     def state(self, key: GroupKey) -> PodGroupState | None:
         return self.groups.get(key)
 
     def pod_group(self, key: GroupKey) -> PodGroup | InvalidObject | None:
         """The group's PodGroup, the problem with it, or None when there is no such object."""
         state = self.groups.get(key)
-        raw = state.api_object if state is not None else None
+        raw = state.group if state is not None and isinstance(state.group, Mapping) else None
         if raw is None:
             self._parsed.pop(key, None)
             return None
@@ -207,7 +208,7 @@ class PodGroupManager:
         if key in self.backed_off:
             return f"podGroup {key} failed recently"
         state = self.groups.get(key)
-        members = list(state.all_pods.values()) if state is not None else []
+        members = list(state.pods.values()) if state is not None else []
         quorum_gap = pg.min_member - len(members)
         if quorum_gap > 0:
             return (

@@ -4,6 +4,10 @@ A pod is assumed on a node when its scheduling cycle picks that node, before the
 is written; the informer's view of the bound pod later confirms it. An assumed pod whose
 binding finished but is never confirmed expires after a TTL; a failed binding forgets it.
 
+Also keeps the pod-group state (scheduler.framework.podgroups) in step with every assume,
+forget, confirmation and removal, as kube's cache keeps podgroupstate; the informers add the
+unscheduled members and the group objects.
+
 Owns cluster state for scheduling; never calls the API, never decides placement.
 """
 
@@ -35,9 +39,6 @@ class _PodState:
 class Cache:
     def __init__(self, assumed_ttl: float = 900.0, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
-        # Group members' progress follows every assume and forget here, as in kube's cache (the
-        # scheduler puts the framework handle's store here, the one plugins read).
-        self.pod_groups = PodGroupStates()
         self._ttl = assumed_ttl
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodState] = {}
@@ -49,6 +50,7 @@ class Cache:
         self._image_sizes: dict[str, int] = {}
         self._images_changed = False
         self._last_generation = 0
+        self.pod_groups = PodGroupStates()
 
     # ---- bookkeeping -------------------------------------------------------------------
 
@@ -105,7 +107,7 @@ class Cache:
             raise CacheError(f"pod {pod.key} was confirmed by the informer; it cannot be forgotten")
         self._remove_from_node(state.pod)
         del self._pods[pod.uid]
-        self.pod_groups.forget_pod(pod.uid)
+        self.pod_groups.forget_pod(state.pod)
 
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)
@@ -113,6 +115,7 @@ class Cache:
 
     def add_pod(self, pod: Pod) -> None:
         """The informer saw a pod assigned to a node (confirms an assumed one)."""
+        self.pod_groups.add_pod(pod)
         state = self._pods.get(pod.uid)
         if state is not None:
             if state.pod.node_name != pod.node_name or state.assumed:
@@ -134,11 +137,13 @@ class Cache:
         self._remove_from_node(state.pod)
         self._add_to_node(pod)
         state.pod = pod
+        self.pod_groups.add_pod(pod)
 
     def remove_pod(self, uid: str) -> None:
         state = self._pods.pop(uid, None)
         if state is not None:
             self._remove_from_node(state.pod)
+            self.pod_groups.remove_pod(state.pod)
 
     def get_pod(self, uid: str) -> Pod | None:
         state = self._pods.get(uid)
@@ -156,7 +161,6 @@ class Cache:
         ]
         for pod in expired:
             self.remove_pod(pod.uid)
-            self.pod_groups.forget_pod(pod.uid)
         return expired
 
     # ---- nodes -------------------------------------------------------------------------

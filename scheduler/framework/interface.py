@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from scheduler.framework.podgroups import GroupKey, MembershipRule, PodGroupState
+from scheduler.features import FeatureGates
+from scheduler.framework.podgroups import PodGroupState, PodGroupStates
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -18,6 +19,7 @@ from scheduler.framework.types import (
     NodeInfo,
     NodeScore,
     NodeToStatus,
+    PlacementProgress,
     PreFilterResult,
     QueuedPodInfo,
     Status,
@@ -74,14 +76,6 @@ class PdbLister(Protocol):
     def list(self) -> Sequence[PodDisruptionBudget]: ...
 
 
-class PodGroupLister(Protocol):
-    """Pod groups and their members' progress (scheduler.framework.podgroups), shared by gang plugins."""
-
-    def track(self, api: str, rule: MembershipRule) -> None: ...
-    def key_of(self, api: str, pod: Pod) -> GroupKey | None: ...
-    def get(self, key: GroupKey) -> PodGroupState | None: ...
-
-
 class PreemptionFramework(Protocol):
     """The part of a profile's framework a PostFilter plugin runs for its what-if (dry) runs."""
 
@@ -131,11 +125,19 @@ class Handle(Protocol):
     @property
     def client(self) -> ApiClient: ...
     @property
+    def feature_gates(self) -> FeatureGates:
+        """The gates in force (kube's feature.Features handed to plugin factories)."""
+        ...
+
+    @property
+    def pod_groups(self) -> PodGroupStates:
+        """Pod-group state (kube's PodGroupManager): members, assumed and bound counts, group objects."""
+        ...
+
+    @property
     def nominator(self) -> PodNominator: ...
     @property
     def pdbs(self) -> PdbLister: ...
-    @property
-    def pod_groups(self) -> PodGroupLister: ...
     def framework(self, profile_name: str) -> PreemptionFramework: ...
     def event_recorder(self, profile_name: str) -> EventSink: ...
     def allow_waiting_pod(self, uid: str, plugin: str) -> None: ...
@@ -230,6 +232,13 @@ class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Must be idempotent: it may run for a pod whose reserve never ran or failed."""
+        ...
+
+
+class PlacementFeasiblePlugin(Plugin, Protocol):
+    def placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
+        """During a pod-group cycle: None when the group's constraints are met, Wait while they may
+        still be, Unschedulable once they cannot be (the cycle stops early)."""
         ...
 
 

@@ -1,175 +1,203 @@
-"""Pod-group state: which pods belong to which group, and how far each member has come.
+"""Pod-group state: the group machinery every gang implementation shares (kube's podgroupstate.go).
 
-Owns, per group, its members split as kube-scheduler's cache splits them (backend/cache/
-podgroupstate.go): unscheduled, assumed (reserved, waiting at Permit or binding) and assigned
-(bound), plus the group's API object as its informer last saw it. Any gang plugin reads it
-through the framework handle: scheduler-plugins' Coscheduling (PodGroup CRD
-scheduling.x-k8s.io/v1alpha1, pods joined by a label) and upstream's GangScheduling
-(scheduling.k8s.io PodGroups) alike. A plugin says how a pod names its group by registering a
-membership rule for its API group; with no rule registered the store does nothing, so clusters
-without gangs pay one attribute check per pod event.
+Owns, per group key, the group's API object (whatever the group kind is) and its member pods split
+as kube-scheduler splits them: unscheduled (neither assumed nor bound), assumed (reserved by a
+scheduling cycle, waiting at Permit or binding) and assigned (bound). Counts come from here:
+GangScheduling's PreEnqueue (all members), its Permit (assumed + assigned) and the pod-group
+cycle's feasibility checks all read one place.
 
-Fed by the informers (every pod, whoever schedules it, and the group objects) and by the cache
-(assume, forget). Must never call the API, parse a group object (that is the plugin's: the store
-keeps raw JSON), or hold a pod whose group it cannot name.
+How a pod maps to a group is pluggable (`add_membership`): upstream's `spec.schedulingGroup`
+(GenericWorkload) registers one resolver; scheduler-plugins' Coscheduling (label
+`scheduling.x-k8s.io/pod-group`) can register another with its own `GroupKey.api`, and reuse the
+counts, the Permit wait (the framework's waiting pods) and the pod-group cycle's all-or-nothing
+revert without a second copy.
+
+Fed by the cache (assigned and assumed pods: assume, forget, informer confirmations) and by the
+informers (unscheduled members, group objects). Plugins read it through the framework handle
+(`handle.pod_groups`). Never calls the API and never decides placement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from scheduler.model.objects import Pod
+from scheduler.model.podgroups import API_VERSION, KIND, pod_group_name
 
-# A membership rule: the name of the pod's group within its namespace, or None (not a member).
-MembershipRule = Callable[[Pod], str | None]
+# GroupKey.api of upstream's PodGroups (pods join through spec.schedulingGroup.podGroupName).
+POD_GROUP_API = f"{API_VERSION}/{KIND}"
+# GroupKey.api of scheduler-plugins' PodGroup CRD (pods join by a label; Coscheduling's membership).
+SCHEDULER_PLUGINS_POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1/PodGroup"
 
 
 class GroupKey(NamedTuple):
-    """A group: the API group that defines it, its namespace and name."""
+    """A group's identity: its API kind (e.g. scheduling.k8s.io/v1beta1 PodGroup), namespace, name."""
 
     api: str
     namespace: str
     name: str
 
     def __str__(self) -> str:
-        """The namespaced name, as kube and scheduler-plugins print a group."""
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(slots=True)
+Membership = Callable[[Pod], GroupKey | None]
+
+
+def scheduling_group_key(pod: Pod) -> GroupKey | None:
+    """Upstream's membership (GenericWorkload): the PodGroup named by spec.schedulingGroup."""
+    name = pod_group_name(pod)
+    return GroupKey(POD_GROUP_API, pod.namespace, name) if name is not None else None
+
+
+@dataclass
 class PodGroupState:
-    """One group's members and object. Read-only outside this module."""
+    """One group's members and object. Pods are kept by UID; each is in exactly one of
+    unscheduled / assumed / assigned."""
 
-    # Every member the informers know, by uid (the latest version seen).
-    all_pods: dict[str, Pod] = field(default_factory=dict)
-    # Members neither assumed nor bound.
+    key: GroupKey
+    group: object | None = None
+    pods: dict[str, Pod] = field(default_factory=dict)
     unscheduled: set[str] = field(default_factory=set)
-    # Members reserved by this scheduler and not yet seen bound, as assumed (with their node).
     assumed: dict[str, Pod] = field(default_factory=dict)
-    # Members bound to a node.
     assigned: set[str] = field(default_factory=set)
-    # The group's API object as JSON, or None while only pods name the group.
-    api_object: Mapping[str, Any] | None = None
+    # Bumped on every change (a cheap "did anything move" check for callers that keep results).
+    generation: int = 0
 
-    @property
-    def scheduled_count(self) -> int:
-        """Members assumed or bound: what a gang's quorum is counted in."""
+    def all_pods_count(self) -> int:
+        return len(self.pods)
+
+    def scheduled_pods_count(self) -> int:
+        """Members assumed by a cycle or bound: what a gang's quorum at Permit counts."""
         return len(self.assumed) + len(self.assigned)
 
     def unscheduled_pods(self) -> list[Pod]:
-        return [self.all_pods[uid] for uid in self.unscheduled]
+        return [self.pods[uid] for uid in self.unscheduled]
 
-    def _empty(self) -> bool:
-        return not self.all_pods and self.api_object is None
+    def assumed_pods(self) -> list[Pod]:
+        return list(self.assumed.values())
+
+    def scheduled_pods(self) -> list[Pod]:
+        return [self.pods[uid] for uid in self.assigned] + list(self.assumed.values())
+
+    def empty(self) -> bool:
+        return not self.pods and self.group is None
+
+    def _add(self, pod: Pod) -> None:
+        self.generation += 1
+        self.pods[pod.uid] = pod
+        if pod.node_name:
+            self.assigned.add(pod.uid)
+            self.unscheduled.discard(pod.uid)
+            self.assumed.pop(pod.uid, None)
+        elif pod.uid not in self.assumed:
+            self.unscheduled.add(pod.uid)
+
+    def _remove(self, uid: str) -> None:
+        self.generation += 1
+        self.pods.pop(uid, None)
+        self.unscheduled.discard(uid)
+        self.assumed.pop(uid, None)
+        self.assigned.discard(uid)
+
+    def _assume(self, pod: Pod) -> None:
+        stored = self.pods.get(pod.uid)
+        if stored is None:
+            return  # the pod was deleted while being scheduled
+        self.generation += 1
+        if stored.node_name:
+            self.assigned.add(pod.uid)
+        else:
+            self.assumed[pod.uid] = pod
+        self.unscheduled.discard(pod.uid)
+
+    def _forget(self, uid: str) -> None:
+        stored = self.pods.get(uid)
+        if stored is None:
+            return
+        self.generation += 1
+        self.assumed.pop(uid, None)
+        if stored.node_name:
+            self.assigned.add(uid)
+        else:
+            self.unscheduled.add(uid)
 
 
 class PodGroupStates:
-    """Every group's state, keyed by GroupKey; the handle's `pod_groups`."""
+    """Every known group's state, keyed by GroupKey; a group exists while it has a member or an object."""
 
     def __init__(self) -> None:
-        self._rules: dict[str, MembershipRule] = {}
-        self._groups: dict[GroupKey, PodGroupState] = {}
-        # uid -> the groups the pod was last counted in (a label change moves it).
-        self._memberships: dict[str, tuple[GroupKey, ...]] = {}
+        self._states: dict[GroupKey, PodGroupState] = {}
+        self._membership: list[Membership] = []
 
-    # ---- what plugins register and read ---------------------------------------------------
+    def add_membership(self, resolver: Membership) -> None:
+        """Register how pods name their group (first resolver that answers wins); registering the same
+        resolver again (one plugin instance per profile) changes nothing."""
+        if resolver not in self._membership:
+            self._membership.append(resolver)
 
-    def track(self, api: str, rule: MembershipRule) -> None:
-        """Count pods into `api`'s groups by `rule` (idempotent for the same rule: one per profile)."""
-        known = self._rules.get(api)
-        if known is not None and known is not rule:
-            raise ValueError(f"pod groups of {api!r} are already tracked by another membership rule")
-        self._rules[api] = rule
-
-    def tracks(self, api: str) -> bool:
-        return api in self._rules
-
-    def key_of(self, api: str, pod: Pod) -> GroupKey | None:
-        """The pod's group under `api`'s rule, or None."""
-        rule = self._rules.get(api)
-        name = rule(pod) if rule is not None else None
-        return GroupKey(api, pod.namespace, name) if name else None
+    def key_of(self, pod: Pod) -> GroupKey | None:
+        for resolver in self._membership:
+            key = resolver(pod)
+            if key is not None:
+                return key
+        return None
 
     def get(self, key: GroupKey) -> PodGroupState | None:
-        return self._groups.get(key)
+        return self._states.get(key)
 
-    # ---- pods (informers) ---------------------------------------------------------------
+    def __iter__(self) -> Iterator[PodGroupState]:
+        return iter(list(self._states.values()))
 
-    def upsert_pod(self, pod: Pod) -> None:
-        """A pod added or updated (bound or not); a member's binding moves it to assigned."""
-        if not self._rules:
-            return
-        keys = tuple(GroupKey(api, pod.namespace, name) for api, rule in self._rules.items() if (name := rule(pod)))
-        previous = self._memberships.get(pod.uid, ())
-        for key in previous:
-            if key not in keys:
-                self._remove(key, pod.uid)
-        if not keys:
-            self._memberships.pop(pod.uid, None)
-            return
-        self._memberships[pod.uid] = keys
-        for key in keys:
-            group = self._groups.get(key)
-            if group is None:
-                group = self._groups[key] = PodGroupState()
-            group.all_pods[pod.uid] = pod
-            if pod.node_name:
-                group.assigned.add(pod.uid)
-                group.unscheduled.discard(pod.uid)
-                group.assumed.pop(pod.uid, None)
-            elif pod.uid not in group.assumed and pod.uid not in group.assigned:
-                group.unscheduled.add(pod.uid)
+    def _state(self, key: GroupKey) -> PodGroupState:
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = PodGroupState(key)
+        return state
 
-    def delete_pod(self, uid: str) -> None:
-        for key in self._memberships.pop(uid, ()):
-            self._remove(key, uid)
+    def _drop_if_empty(self, state: PodGroupState) -> None:
+        if state.empty():
+            self._states.pop(state.key, None)
 
-    def _remove(self, key: GroupKey, uid: str) -> None:
-        group = self._groups.get(key)
-        if group is None:
-            return
-        group.all_pods.pop(uid, None)
-        group.unscheduled.discard(uid)
-        group.assumed.pop(uid, None)
-        group.assigned.discard(uid)
-        if group._empty():
-            del self._groups[key]
+    # ---- members (cache and informers) -----------------------------------------------------
 
-    # ---- assume / forget (cache) --------------------------------------------------------
+    def add_pod(self, pod: Pod) -> None:
+        """A member appeared or changed (bound members count as assigned)."""
+        key = self.key_of(pod)
+        if key is not None:
+            self._state(key)._add(pod)
+
+    def remove_pod(self, pod: Pod) -> None:
+        key = self.key_of(pod)
+        state = self._states.get(key) if key is not None else None
+        if state is not None:
+            state._remove(pod.uid)
+            self._drop_if_empty(state)
 
     def assume_pod(self, pod: Pod) -> None:
-        """`pod` (with its node) is reserved; a member the informers no longer have is ignored."""
-        for key in self._memberships.get(pod.uid, ()):
-            group = self._groups[key]
-            if pod.uid in group.assigned:
-                continue
-            group.unscheduled.discard(pod.uid)
-            group.assumed[pod.uid] = pod
+        key = self.key_of(pod)
+        state = self._states.get(key) if key is not None else None
+        if state is not None:
+            state._assume(pod)
 
-    def forget_pod(self, uid: str) -> None:
-        """Undo assume_pod: back to unscheduled, unless the informers saw it bound meanwhile."""
-        for key in self._memberships.get(uid, ()):
-            group = self._groups[key]
-            if group.assumed.pop(uid, None) is not None and uid not in group.assigned:
-                group.unscheduled.add(uid)
+    def forget_pod(self, pod: Pod) -> None:
+        key = self.key_of(pod)
+        state = self._states.get(key) if key is not None else None
+        if state is not None:
+            state._forget(pod.uid)
 
-    # ---- group objects (informers) ------------------------------------------------------
+    # ---- group objects (informers) -----------------------------------------------------------
 
-    def set_object(self, key: GroupKey, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """Store the group's object; returns the one it replaces."""
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = PodGroupState()
-        old, group.api_object = group.api_object, obj
-        return old
+    def set_group(self, key: GroupKey, group: object) -> None:
+        state = self._state(key)
+        state.generation += 1
+        state.group = group
 
-    def remove_object(self, key: GroupKey) -> Mapping[str, Any] | None:
-        group = self._groups.get(key)
-        if group is None:
-            return None
-        old, group.api_object = group.api_object, None
-        if group._empty():
-            del self._groups[key]
-        return old
+    def remove_group(self, key: GroupKey) -> None:
+        state = self._states.get(key)
+        if state is not None:
+            state.generation += 1
+            state.group = None
+            self._drop_if_empty(state)

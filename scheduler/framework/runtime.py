@@ -22,12 +22,14 @@ import numpy as np
 import structlog
 
 from scheduler import metrics
+from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
     FilterPlugin,
     NamespaceLister,
     PermitPlugin,
+    PlacementFeasiblePlugin,
     Plugin,
     PodNominator,
     PostBindPlugin,
@@ -42,7 +44,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
     SnapshotLister,
 )
-from scheduler.framework.podgroups import PodGroupStates
+from scheduler.framework.podgroups import PodGroupState, PodGroupStates
 from scheduler.framework.table import BoolArray, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -53,6 +55,7 @@ from scheduler.framework.types import (
     NodeInfo,
     NodeScore,
     NodeToStatus,
+    PlacementProgress,
     PreFilterResult,
     QueuedPodInfo,
     Status,
@@ -255,14 +258,17 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
+        pod_groups: PodGroupStates | None = None,
     ) -> None:
         self._client = client
+        self._feature_gates = feature_gates
+        self._pod_groups = pod_groups if pod_groups is not None else PodGroupStates()
         self._volumes = volumes if volumes is not None else VolumeStore()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
         self._pdbs = PdbStore()
-        self._pod_groups = PodGroupStates()
         self.waiting_pods: dict[str, WaitingPod] = {}
         # Every profile's framework registers itself.
         self.frameworks: dict[str, Framework] = {}
@@ -304,6 +310,14 @@ class FrameworkHandle:
         return self._client
 
     @property
+    def feature_gates(self) -> FeatureGates:
+        return self._feature_gates
+
+    @property
+    def pod_groups(self) -> PodGroupStates:
+        return self._pod_groups
+
+    @property
     def namespaces(self) -> NamespaceLister:
         return self._namespaces
 
@@ -318,10 +332,6 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
-
-    @property
-    def pod_groups(self) -> PodGroupStates:
-        return self._pod_groups
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]
@@ -390,8 +400,12 @@ class Framework:
         handle: FrameworkHandle,
         percentage_of_nodes_to_score: int | None = None,
         events: Mapping[str, Sequence[ClusterEventWithHint]] | None = None,
+        placement_feasible: Sequence[PlacementFeasiblePlugin] = (),
     ) -> None:
         self.profile_name = profile_name
+        # Not a configurable point in kube either: GangScheduling is the one such plugin, taken from
+        # the profile when GenericWorkload is on (scheduler.profile).
+        self.placement_feasible_plugins = list(placement_feasible)
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         get = plugins.get
@@ -804,6 +818,29 @@ class Framework:
             metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
     @metrics.timed_extension_point(metrics.PERMIT)
+    def run_placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
+        """kube's RunPlacementFeasiblePlugins: Unschedulable stops at once; Wait is remembered while
+        the rest run; anything else is an Error naming the plugin."""
+        result: Status | None = None
+        for plugin in self.placement_feasible_plugins:
+            try:
+                status = plugin.placement_feasible(group, progress)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is None or status.code == Code.SUCCESS:
+                continue
+            if status.code == Code.WAIT:
+                result = status.with_plugin(plugin.name)
+                continue
+            if status.code == Code.UNSCHEDULABLE:
+                return status.with_plugin(plugin.name)
+            if status.code == Code.ERROR:
+                error = FrameworkError(f"running PlacementFeasible plugin: {status.message}")
+                return Status.as_error(error, plugin.name)
+            error = FrameworkError(f"unexpected status from PlacementFeasible plugin: {status.code.name}")
+            return Status.as_error(error, plugin.name)
+        return result
+
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
         pending: dict[str, float] = {}

@@ -44,7 +44,7 @@ def podgroup_crd(k8s: Any) -> Iterator[None]:
     extensions.delete_custom_resource_definition(crd["metadata"]["name"])
 
 
-def config_file(tmp_path: Path, scheduler_name: str, permit_waiting_seconds: int = 10) -> Path:
+def config_file(tmp_path: Path, scheduler_name: str, **args: int) -> Path:
     """scheduler-plugins' manifests/coscheduling/scheduler-config.yaml, for this test's scheduler."""
     config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -56,9 +56,7 @@ def config_file(tmp_path: Path, scheduler_name: str, permit_waiting_seconds: int
                     "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
                     "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
                 },
-                "pluginConfig": [
-                    {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": permit_waiting_seconds}}
-                ],
+                "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10, **args}}],
             }
         ],
     }
@@ -75,9 +73,18 @@ def create_pod_group(k8s: Any, namespace: str, name: str, min_member: int, timeo
     k8s_client.CustomObjectsApi(k8s).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
 
 
-def create_member(core: Any, namespace: str, name: str, group: str, scheduler_name: str, cpu: str) -> None:
+def create_member(
+    core: Any,
+    namespace: str,
+    name: str,
+    group: str,
+    scheduler_name: str,
+    cpu: str,
+    node_selector: dict[str, str] | None = None,
+) -> None:
     pod: Any = api_pod(name, scheduler_name, cpu=cpu)
     pod.metadata.labels[LABEL] = group
+    pod.spec.node_selector = node_selector
     pod.spec.termination_grace_period_seconds = 0
     core.create_namespaced_pod(namespace, pod)
 
@@ -195,12 +202,14 @@ def test_a_permit_timeout_releases_what_the_waiting_members_hold(
     podgroup_crd: None,
 ) -> None:
     node = nodes(f"{scheduler_name}-a", cpu="2")
-    # minMember 3 counts a member another scheduler owns: the two of ours wait at Permit, holding the node.
+    # The third member fits no node; with podGroupRejectPercentage 100 its failures never reject the
+    # group, so the two others wait at Permit, holding the node, until the PodGroup's timeout.
     create_pod_group(k8s, namespace, "stuck", min_member=3, timeout=4)
-    with running_scheduler(control_plane, scheduler_name, config=config_file(tmp_path, scheduler_name)):
+    config = config_file(tmp_path, scheduler_name, podGroupRejectPercentage=100)
+    with running_scheduler(control_plane, scheduler_name, config=config):
         create_member(core, namespace, "stuck-0", "stuck", scheduler_name, cpu="1")
         create_member(core, namespace, "stuck-1", "stuck", scheduler_name, cpu="1")
-        create_member(core, namespace, "stuck-other", "stuck", "nobody", cpu="1")
+        create_member(core, namespace, "stuck-2", "stuck", scheduler_name, cpu="1", node_selector={"no": "such"})
         time.sleep(1)
         filler: Any = api_pod("filler", scheduler_name, cpu="2")
         filler.spec.termination_grace_period_seconds = 0
@@ -216,3 +225,4 @@ def test_a_permit_timeout_releases_what_the_waiting_members_hold(
         for m in failed_scheduling(core, namespace, name)
     )
     assert set(bound(core, namespace)) == {"filler"}
+    assert failed_scheduling(core, namespace, "stuck-2")

@@ -1,6 +1,6 @@
-"""The shared pod-group state: members moved between unscheduled, assumed and assigned by informer
-events and the cache's assume/forget (cases after kube-scheduler v1.37.2's podgroupstate_test.go),
-and the scheduler wiring the cache to the store the plugins read."""
+"""Coscheduling's members in the shared pod-group state (scheduler.framework.podgroups): fed by the
+informers and the cache as upstream's GenericWorkload members are, keyed by the pod's label, with
+scheduler-plugins' PodGroup objects kept as the API sent them."""
 
 from __future__ import annotations
 
@@ -8,102 +8,15 @@ import dataclasses
 
 from plugins.registry import in_tree_registry
 from scheduler.api.fake import FakeApiClient
-from scheduler.app import build_scheduler
-from scheduler.cache import Cache
+from scheduler.app import build_scheduler, runs_coscheduling
 from scheduler.config import parse_config
-from scheduler.framework.podgroups import GroupKey, PodGroupStates
-from scheduler.framework.types import EventResource
+from scheduler.framework.podgroups import SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.informers import Informers
-from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
-from scheduler.testing.builders import make_pod
+from scheduler.testing.builders import PodBuilder, make_pod
 
-API = "example.io"
-LABEL = "example.io/group"
-
-
-def by_label(pod: Pod) -> str | None:
-    return pod.labels.get(LABEL)
-
-
-def member(name: str, group: str = "g") -> Pod:
-    return make_pod(name, "ns").uid(name).label(LABEL, group).obj()
-
-
-def split(store: PodGroupStates, group: str = "g") -> tuple[set[str], set[str], set[str]]:
-    state = store.get(GroupKey(API, "ns", group))
-    assert state is not None
-    return state.unscheduled, set(state.assumed), state.assigned
-
-
-def tracked() -> PodGroupStates:
-    store = PodGroupStates()
-    store.track(API, by_label)
-    return store
-
-
-def test_untracked_store_keeps_nothing() -> None:
-    store = PodGroupStates()
-    store.upsert_pod(member("a"))
-    assert store.get(GroupKey(API, "ns", "g")) is None
-
-
-def test_member_lifecycle() -> None:
-    store = tracked()
-    a, b = member("a"), member("b")
-    store.upsert_pod(a)
-    store.upsert_pod(b)
-    assert split(store) == ({"a", "b"}, set(), set())
-    store.assume_pod(dataclasses.replace(a, node_name="n1"))
-    assert split(store) == ({"b"}, {"a"}, set())
-    assert store.get(GroupKey(API, "ns", "g")).scheduled_count == 1  # type: ignore[union-attr]
-    # A status update of the assumed pod (still unbound in the API) keeps it assumed.
-    store.upsert_pod(a)
-    assert split(store) == ({"b"}, {"a"}, set())
-    store.assume_pod(dataclasses.replace(b, node_name="n1"))
-    store.forget_pod("b")
-    assert split(store) == ({"b"}, {"a"}, set())
-    # The informer sees the bind: assigned; a later forget does not undo it.
-    store.upsert_pod(dataclasses.replace(a, node_name="n1"))
-    store.forget_pod("a")
-    assert split(store) == ({"b"}, set(), {"a"})
-    store.delete_pod("a")
-    store.delete_pod("b")
-    assert store.get(GroupKey(API, "ns", "g")) is None
-
-
-def test_label_change_moves_the_pod_and_unknown_pods_are_ignored() -> None:
-    store = tracked()
-    store.upsert_pod(member("a", "g"))
-    store.upsert_pod(member("a", "h"))
-    assert store.get(GroupKey(API, "ns", "g")) is None
-    assert split(store, "h") == ({"a"}, set(), set())
-    store.assume_pod(dataclasses.replace(member("x"), node_name="n1"))
-    assert store.get(GroupKey(API, "ns", "g")) is None
-
-
-def test_group_object_outlives_its_pods_and_the_other_way_round() -> None:
-    store = tracked()
-    key = GroupKey(API, "ns", "g")
-    assert store.set_object(key, {"v": 1}) is None
-    assert store.set_object(key, {"v": 2}) == {"v": 1}
-    store.upsert_pod(member("a"))
-    assert store.remove_object(key) == {"v": 2}
-    assert split(store) == ({"a"}, set(), set())
-    store.delete_pod("a")
-    assert store.get(key) is None
-
-
-def test_cache_assume_and_forget_move_members() -> None:
-    cache = Cache()
-    cache.pod_groups.track(API, by_label)
-    a = member("a")
-    cache.pod_groups.upsert_pod(a)
-    placed = dataclasses.replace(a, node_name="n1")
-    cache.assume_pod(placed)
-    assert split(cache.pod_groups) == (set(), {"a"}, set())
-    cache.forget_pod(placed)
-    assert split(cache.pod_groups) == ({"a"}, set(), set())
+LABEL = "scheduling.x-k8s.io/pod-group"
+KEY = GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, "ns", "g")
 
 
 def coscheduling_scheduler() -> Scheduler:
@@ -125,27 +38,51 @@ def coscheduling_scheduler() -> Scheduler:
     return build_scheduler(config, in_tree_registry(), FakeApiClient(), {})
 
 
-def test_scheduler_cache_shares_the_plugins_store() -> None:
+def member(name: str, scheduler: str = "s") -> PodBuilder:
+    return make_pod(name, "ns").uid(name).label(LABEL, "g").spec(schedulerName=scheduler)
+
+
+def group(sched: Scheduler) -> PodGroupState:
+    state = sched.cache.pod_groups.get(KEY)
+    assert state is not None
+    return state
+
+
+def test_only_profiles_with_coscheduling_watch_its_pod_groups() -> None:
+    assert runs_coscheduling(coscheduling_scheduler())
+    default = build_scheduler(
+        parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}),
+        in_tree_registry(),
+        FakeApiClient(),
+        {},
+    )
+    assert not runs_coscheduling(default)
+    assert default.cache.pod_groups.key_of(member("a").obj()) is None
+
+
+def test_members_move_through_informers_and_cache() -> None:
     sched = coscheduling_scheduler()
     assert sched.cache.pod_groups is sched.frameworks["s"].handle.pod_groups
-    assert sched.cache.pod_groups.tracks("scheduling.x-k8s.io")
+    informers = Informers(sched)
+    for pod in (member("a"), member("b"), member("c").node("n1"), member("x", scheduler="other")):
+        informers.on_pod("ADDED", pod.raw)
+    state = group(sched)
+    # Unscheduled members count when this scheduler owns them (as upstream's podgroupstate); bound ones always.
+    assert (state.unscheduled, state.assigned) == ({"a", "b"}, {"c"})
+    placed = dataclasses.replace(member("a").obj(), node_name="n1")
+    sched.cache.assume_pod(placed)
+    assert (state.unscheduled, set(state.assumed), state.scheduled_pods_count()) == ({"b"}, {"a"}, 2)
+    sched.cache.forget_pod(placed)
+    assert state.unscheduled == {"a", "b"}
+    informers.on_pod("DELETED", member("b").raw)
+    assert set(state.pods) == {"a", "c"}
 
 
-def test_informers_feed_members_whoever_schedules_them_and_group_objects() -> None:
+def test_pod_group_objects_are_kept_as_sent() -> None:
     sched = coscheduling_scheduler()
     informers = Informers(sched)
-    key = GroupKey("scheduling.x-k8s.io", "ns", "g")
-    ours = make_pod("a", "ns").uid("a").label("scheduling.x-k8s.io/pod-group", "g").spec(schedulerName="s")
-    theirs = make_pod("b", "ns").uid("b").label("scheduling.x-k8s.io/pod-group", "g").spec(schedulerName="other")
-    bound = make_pod("c", "ns").uid("c").label("scheduling.x-k8s.io/pod-group", "g").node("n1")
-    for pod in (ours, theirs, bound):
-        informers.on_pod("ADDED", pod.raw)
-    state = sched.cache.pod_groups.get(key)
-    assert state is not None and (state.unscheduled, state.assigned) == ({"a", "b"}, {"c"})
-    informers.on_pod("DELETED", theirs.raw)
-    assert set(state.all_pods) == {"a", "c"}
-    group = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 2}}
-    informers.on_pod_group(key.api, EventResource.SCHEDULER_PLUGINS_POD_GROUP, "ADDED", group)
-    assert state.api_object == group
-    informers.on_pod_group(key.api, EventResource.SCHEDULER_PLUGINS_POD_GROUP, "DELETED", group)
-    assert state.api_object is None
+    raw = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 2}}
+    informers.on_scheduler_plugins_pod_group("ADDED", raw)
+    assert group(sched).group == raw
+    informers.on_scheduler_plugins_pod_group("DELETED", raw)
+    assert sched.cache.pod_groups.get(KEY) is None

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from plugins.coscheduling import NAME, Coscheduling, parse_args
-from plugins.coscheduling.core import API, POD_GROUP_LABEL, check_cluster_resource
+from plugins.coscheduling.core import POD_GROUP_LABEL, check_cluster_resource
 from plugins.registry import in_tree_registry
 from scheduler.config import parse_config
+from scheduler.framework.podgroups import SCHEDULER_PLUGINS_POD_GROUP_API as API
 from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.runtime import FrameworkHandle, WaitingPod
 from scheduler.framework.types import (
@@ -98,10 +99,10 @@ def setup(
         handle.wire(dataclasses.replace(handle.wiring, activate=activated.extend))
     plugin = Coscheduling(parse_args(args or {}), handle, clock=clock)
     for pod in built:
-        handle.pod_groups.upsert_pod(pod)
+        handle.pod_groups.add_pod(pod)
     for raw in groups:
         meta = raw["metadata"]
-        handle.pod_groups.set_object(GroupKey(API, meta["namespace"], meta["name"]), raw)
+        handle.pod_groups.set_group(GroupKey(API, meta["namespace"], meta["name"]), raw)
     return plugin, handle
 
 
@@ -622,4 +623,4 @@ def test_as_a_second_scheduler_config(plugins: dict[str, Any]) -> None:
     for point in ("preFilter", "reserve", "permit"):
         assert "Coscheduling" in names[point], point
     assert names["postFilter"] == ["DefaultPreemption", "Coscheduling"]
-    assert handle.pod_groups.tracks(API)
+    assert handle.pod_groups.key_of(member("p", "pg1").obj()) == GroupKey(API, "ns", "pg1")

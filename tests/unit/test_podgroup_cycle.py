@@ -1,0 +1,200 @@
+"""The pod-group cycle end to end against the in-memory fake ApiClient: informers feed a scheduler
+built with --feature-gates=GenericWorkload=true; entities are popped and scheduled as the loop does."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from typing import Any
+
+from scheduler.api.fake import FakeApiClient
+from scheduler.app import build_scheduler, full_registry
+from scheduler.config import default_config
+from scheduler.features import parse_feature_gates
+from scheduler.framework.podgroups import POD_GROUP_API, GroupKey
+from scheduler.informers import Informers
+from scheduler.schedule_one import Scheduler
+
+NAME = "secondary-scheduler"
+GANG_UNSCHEDULABLE = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+
+
+def raw_node(name: str, cpu: str = "1") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def raw_member(name: str, group: str | None = "gang", cpu: str = "800m", priority: int = 0) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": NAME,
+        "priority": priority,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if group is not None:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def raw_pod_group(name: str = "gang", min_count: int | None = 3, generation: int = 1) -> dict[str, Any]:
+    policy: dict[str, Any] = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-pg-{name}",
+            "resourceVersion": "1",
+            "generation": generation,
+        },
+        "spec": {"schedulingPolicy": policy},
+    }
+
+
+def setup(gates: str = "GenericWorkload=true") -> tuple[Scheduler, Informers, FakeApiClient]:
+    client = FakeApiClient()
+    config = dataclasses.replace(default_config(), feature_gates=parse_feature_gates(gates))
+    sched = build_scheduler(config, full_registry(), client, {})
+    sched.rng = random.Random(7)
+    return sched, Informers(sched), client
+
+
+async def schedule_next(sched: Scheduler) -> bool:
+    """One entity (a pod or a whole group), then its binding cycles to the end."""
+    info = sched.queue.pop_nowait()
+    if info is None:
+        return False
+    sched.schedule_entity(info)
+    await asyncio.sleep(0)
+    await sched.drain()
+    return True
+
+
+def pod_group_condition(client: FakeApiClient, name: str = "gang") -> dict[str, Any]:
+    return client.pod_group_conditions[f"ns/{name}"]["PodGroupInitiallyScheduled"]
+
+
+async def test_gang_that_does_not_fit_binds_no_member_then_binds_whole() -> None:
+    """The FIELD_NOTES gang: 3 x 800m on two 1-CPU nodes waits whole; a third node binds it whole."""
+    sched, informers, client = setup()
+    for node in ("n1", "n2"):
+        informers.on_node("ADDED", raw_node(node))
+    informers.on_pod_group("ADDED", raw_pod_group())
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+
+    assert await schedule_next(sched)
+    assert client.bindings == {}
+    assert pod_group_condition(client) == {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": GANG_UNSCHEDULABLE,
+        "observedGeneration": 1,
+        "lastTransitionTime": pod_group_condition(client)["lastTransitionTime"],
+    }
+    messages = sorted(c["message"] for c in client.conditions.values())
+    assert messages == ["0/2 nodes are available: 2 Insufficient cpu.", GANG_UNSCHEDULABLE, GANG_UNSCHEDULABLE]
+    assert {c["reason"] for c in client.conditions.values()} == {"Unschedulable"}
+    # Every simulated assume was reverted: nothing assumed, no cpu counted on any node.
+    assert sched.cache.sizes()["assumed_pods"] == 0
+    assert all(info.requested.milli_cpu == 0 for info in (sched.cache.get_node_info(n) for n in ("n1", "n2")) if info)
+    state = sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, "ns", "gang"))
+    assert state is not None and state.scheduled_pods_count() == 0 and state.all_pods_count() == 3
+    # The members wait together, none lost.
+    assert sorted(sched.queue.pending().items()) == [("active", 0), ("backoff", 3), ("gated", 0), ("unschedulable", 0)]
+
+    informers.on_node("ADDED", raw_node("n3"))
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
+    assert len(set(client.bindings.values())) == 3
+    assert pod_group_condition(client)["status"] == "True"
+    assert pod_group_condition(client)["reason"] == "Scheduled"
+    assert state.scheduled_pods_count() == 3
+
+
+async def test_gang_members_wait_gated_until_min_count_exist() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    informers.on_pod_group("ADDED", raw_pod_group())
+    informers.on_pod("ADDED", raw_member("g1"))
+    informers.on_pod("ADDED", raw_member("g2"))
+    assert sched.queue.pending()["gated"] == 2
+    assert not await schedule_next(sched)
+    # The third member completes the gang: GangScheduling's hint moves the gated ones.
+    informers.on_pod("ADDED", raw_member("g3"))
+    assert sched.queue.pending()["active"] == 3
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
+
+
+async def test_members_wait_for_their_pod_group_object() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    assert sched.queue.pending()["gated"] == 3
+    info = sched.queue.get("uid-g1")
+    assert info is not None and info.gating_plugin == "GangScheduling"
+    informers.on_pod_group("ADDED", raw_pod_group())
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
+
+
+async def test_basic_policy_group_places_what_fits() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1"))
+    informers.on_pod_group("ADDED", raw_pod_group(min_count=None))
+    for name in ("g1", "g2"):
+        informers.on_pod("ADDED", raw_member(name))
+    assert await schedule_next(sched)
+    assert len(client.bindings) == 1
+    assert pod_group_condition(client)["status"] == "True"
+
+
+async def test_priority_mismatch_is_a_scheduler_error_for_the_group() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    informers.on_pod_group("ADDED", raw_pod_group(min_count=2))
+    informers.on_pod("ADDED", raw_member("g1"))
+    informers.on_pod("ADDED", raw_member("g2", priority=5))
+    assert await schedule_next(sched)
+    assert client.bindings == {}
+    message = "all pods in a single pod group should have the same priority as the pod group's priority, got 5 and 0"
+    assert pod_group_condition(client)["reason"] == "SchedulerError"
+    assert pod_group_condition(client)["message"] == message
+    assert {c["reason"] for c in client.conditions.values()} == {"SchedulerError"}
+
+
+async def test_gate_off_schedules_members_one_by_one_as_before() -> None:
+    sched, informers, client = setup(gates="")
+    for node in ("n1", "n2"):
+        informers.on_node("ADDED", raw_node(node))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    while await schedule_next(sched):
+        if len(client.conditions) + len(client.bindings) >= 3:
+            break
+    assert len(client.bindings) == 2
+    assert client.pod_group_conditions == {}
+
+
+async def test_member_deleted_while_waiting_in_queue_leaves_group_consistent() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    informers.on_pod_group("ADDED", raw_pod_group())
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    informers.on_pod("DELETED", raw_member("g2"))
+    state = sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, "ns", "gang"))
+    assert state is not None and state.all_pods_count() == 2
+    assert await schedule_next(sched)
+    # Two members cannot make a gang of three: nothing bound, nothing left assumed.
+    assert client.bindings == {}
+    assert sched.cache.sizes()["assumed_pods"] == 0
+    assert pod_group_condition(client)["message"] == "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"
