@@ -5,10 +5,14 @@ scheduler-plugins' PodGroup objects kept as the API sent them."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
+
+import pytest
 
 from plugins.registry import in_tree_registry
+from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
-from scheduler.app import build_scheduler, runs_coscheduling
+from scheduler.app import _prime, build_scheduler, runs_coscheduling
 from scheduler.config import parse_config
 from scheduler.framework.podgroups import SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.informers import Informers
@@ -86,3 +90,18 @@ def test_pod_group_objects_are_kept_as_sent() -> None:
     assert group(sched).group == raw
     informers.on_scheduler_plugins_pod_group("DELETED", raw)
     assert sched.cache.pod_groups.get(KEY) is None
+
+
+async def test_start_lists_pod_groups_and_refuses_without_their_crd() -> None:
+    sched = coscheduling_scheduler()
+    informers = Informers(sched)
+    client = FakeApiClient()
+    client.collections["/api/v1/namespaces"] = []
+    never_reached: Any = None
+    with pytest.raises(ApiError, match="install scheduler-plugins' PodGroup CRD"):
+        await _prime(cast(Any, client), informers, never_reached, never_reached, [])
+    raw = {"metadata": {"name": "g", "namespace": "ns", "resourceVersion": "1"}, "spec": {"minMember": 2}}
+    client.collections["/apis/scheduling.x-k8s.io/v1alpha1/podgroups"] = [raw]
+    with pytest.raises(ApiError, match="services"):  # listed before the next kinds, which this fake lacks
+        await _prime(cast(Any, client), informers, never_reached, never_reached, [])
+    assert group(sched).group == raw
