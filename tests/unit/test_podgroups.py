@@ -105,3 +105,20 @@ async def test_start_lists_pod_groups_and_refuses_without_their_crd() -> None:
     with pytest.raises(ApiError, match="services"):  # listed before the next kinds, which this fake lacks
         await _prime(cast(Any, client), informers, never_reached, never_reached, [])
     assert group(sched).group == raw
+
+
+def test_a_member_whose_label_changes_leaves_the_group_it_was_counted_in() -> None:
+    sched = coscheduling_scheduler()
+    informers = Informers(sched)
+    informers.on_pod("ADDED", member("a").raw)
+    moved = member("a").label(LABEL, "h")
+    moved.raw["metadata"]["resourceVersion"] = "2"
+    informers.on_pod("MODIFIED", moved.raw)
+    assert sched.cache.pod_groups.get(KEY) is None
+    other = sched.cache.pod_groups.get(GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, "ns", "h"))
+    assert other is not None and other.unscheduled == {"a"}
+    unlabelled = make_pod("a", "ns").uid("a").spec(schedulerName="s")
+    unlabelled.raw["metadata"]["resourceVersion"] = "3"
+    informers.on_pod("MODIFIED", unlabelled.raw)
+    informers.on_pod("DELETED", unlabelled.raw)
+    assert list(sched.cache.pod_groups) == []
