@@ -181,6 +181,8 @@ class PodGroupCycle:
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
         results, status = self._simulate(fw, state, kept)
         metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
+        if status is not None and status.code == Code.UNSCHEDULABLE and fw.pod_group_post_filter_plugins:
+            status = self._post_filter(fw, state, kept, status)
         self._submit(fw, group, pod_group, kept, results, status, started)
 
     def _fail_before_scheduling(
@@ -212,7 +214,7 @@ class PodGroupCycle:
             if status is not None and status.code == Code.ERROR:
                 return results, _error(f"failed to evaluate placement feasibility: {status.message}")
             if status is not None and status.code == Code.UNSCHEDULABLE:
-                return results, Status(Code.UNSCHEDULABLE, status.reasons, GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                return results, _group_unschedulable(*status.reasons)
             any_scheduled = False
             for info in members:
                 result = self._simulate_member(fw, info, reverts)
@@ -231,10 +233,10 @@ class PodGroupCycle:
                     break
                 any_scheduled = any_scheduled or placed
             if status is not None and status.code == Code.WAIT:
-                status = Status(Code.UNSCHEDULABLE, status.reasons, GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                status = _group_unschedulable(*status.reasons)
             if status is None and not any_scheduled:
                 # The framework wants at least one member placed to call the group a success.
-                status = Status(Code.UNSCHEDULABLE, (), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                status = _group_unschedulable()
             return results, status
         finally:
             for revert in reversed(reverts):
@@ -285,6 +287,17 @@ class PodGroupCycle:
         result.host = host
         return result
 
+    @staticmethod
+    def _post_filter(fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], status: Status) -> Status:
+        """kube's PodGroupPostFilter and applyPodGroupPostFilterResult: an error replaces the group's
+        status, anything else adds its message to the group's reasons."""
+        post = fw.run_pod_group_post_filter(state, [info.pod for info in members])
+        if post is not None and post.code == Code.ERROR:
+            return post
+        if post is None or not post.message:
+            return status
+        return Status(status.code, (*status.reasons, post.message), status.error, status.plugin)
+
     # ---- submission (kube's submitPodGroupAlgorithmResult) ------------------------------------
 
     def _submit(
@@ -314,7 +327,7 @@ class PodGroupCycle:
                         unschedulable += 1
                     continue
                 # Placed in the simulation, but the group is not: the member waits with its group.
-                rejected = Status(Code.UNSCHEDULABLE, (status.message,), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                rejected = _group_unschedulable(status.message)
                 sched.observe_attempt(fw, "unschedulable", started)
                 sched.handle_failure(fw, info, rejected, None, "")
             else:
@@ -360,6 +373,12 @@ class PodGroupCycle:
             )
         except Exception as exc:
             log.error("Failed to update PodGroup status", podGroup=pod_group.key, error=str(exc))
+
+
+def _group_unschedulable(*reasons: str) -> Status:
+    """kube's NewStatus(Unschedulable, reasons...).WithError(errPodGroupUnschedulable): the error's
+    text leads the message (kube's Status.Reasons puts it first)."""
+    return Status(Code.UNSCHEDULABLE, (POD_GROUP_UNSCHEDULABLE, *reasons), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
 
 
 def _error(message: str) -> Status:

@@ -242,6 +242,12 @@ class PlacementFeasiblePlugin(Plugin, Protocol):
         ...
 
 
+class PodGroupPostFilterPlugin(Plugin, Protocol):
+    def pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
+        """After an Unschedulable pod-group cycle: make room for the group (preemption), or say why not."""
+        ...
+
+
 class PermitPlugin(Plugin, Protocol):
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
         """Returns a status (Wait to hold the pod) and, for Wait, the timeout in seconds."""

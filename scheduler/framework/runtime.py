@@ -31,6 +31,7 @@ from scheduler.framework.interface import (
     PermitPlugin,
     PlacementFeasiblePlugin,
     Plugin,
+    PodGroupPostFilterPlugin,
     PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
@@ -82,6 +83,8 @@ POINT_METHODS = {
     "preBind": "pre_bind",
     "bind": "bind",
     "postBind": "post_bind",
+    # The pod-group cycle's preemption point (kube 1.37's PodGroupPostFilter; GenericWorkload).
+    "podGroupPostFilter": "pod_group_post_filter",
 }
 
 # kube-scheduler's extension points in the order a pod meets them (config validates names against it).
@@ -424,6 +427,7 @@ class Framework:
         self.pre_bind_plugins = cast(list[PreBindPlugin], list(get("preBind", ())))
         self.bind_plugins = cast(list[BindPlugin], list(get("bind", ())))
         self.post_bind_plugins = cast(list[PostBindPlugin], list(get("postBind", ())))
+        self.pod_group_post_filter_plugins = cast(list[PodGroupPostFilterPlugin], list(get("podGroupPostFilter", ())))
         if not self.bind_plugins:
             raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
@@ -841,6 +845,28 @@ class Framework:
             return Status.as_error(error, plugin.name)
         return result
 
+    def run_pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
+        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins;
+        Unschedulable reasons are gathered; anything else is an Error naming the plugin."""
+        reasons: list[str] = []
+        rejector = ""
+        for plugin in self.pod_group_post_filter_plugins:
+            try:
+                status = plugin.pod_group_post_filter(group, members)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is None or status.code == Code.SUCCESS:
+                return status
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return status.with_plugin(plugin.name)
+            if status.code == Code.UNSCHEDULABLE:
+                reasons.extend(status.reasons)
+                rejector = rejector or plugin.name
+                continue
+            error = FrameworkError(f'error in "{plugin.name}" PodGroupPostFilter plugins: {status.message}')
+            return Status.as_error(error, plugin.name)
+        return Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
+
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
         pending: dict[str, float] = {}
@@ -947,5 +973,6 @@ class Framework:
             "preBind": self.pre_bind_plugins,
             "bind": self.bind_plugins,
             "postBind": self.post_bind_plugins,
+            "podGroupPostFilter": self.pod_group_post_filter_plugins,
         }
         return {point: [p.name for p in plugins] for point, plugins in points.items()}

@@ -87,6 +87,18 @@ def test_values_reach_the_deployment() -> None:
     assert chart.find(docs, "PrometheusRule")["spec"]["groups"][0]["name"] == "secondary-scheduler"
 
 
+def test_feature_gates_reach_the_args_and_generic_workload_the_role() -> None:
+    docs = chart.documents(chart.render(values={"featureGates": {"GenericWorkload": True, "DRADeviceTaints": True}}))
+    assert "--feature-gates=DRADeviceTaints=true,GenericWorkload=true" in chart.scheduler_container(docs)["args"]
+    role = chart.find(docs, "ClusterRoleBinding")["roleRef"]["name"]
+    rules = chart.find(docs, "ClusterRole", role)["rules"]
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["list", "watch"]} in rules
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups/status"], "verbs": ["patch"]} in rules
+    default = chart.documents(chart.render())
+    assert not [a for a in chart.scheduler_container(default)["args"] if a.startswith("--feature-gates")]
+    assert "scheduling.k8s.io" not in str(chart.find(default, "ClusterRole", role)["rules"])
+
+
 def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts() -> None:
     profiles = [
         {

@@ -116,10 +116,15 @@ def test_gang_waits_whole_then_binds_whole(gang_plane: ControlPlane, gang_core: 
             timeout=60,
             what="PodGroupInitiallyScheduled on the PodGroup",
         )
+        # As kube-scheduler v1.37.2 writes it on the same cluster (checked 2026-12-02).
+        group_message = (
+            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor"
+        )
         assert (condition["status"], condition["reason"], condition["message"]) == (
             "False",
             "Unschedulable",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+            group_message,
         )
         # PodGroups carry no metadata.generation: kube's ObservedGeneration is 0 and left out.
         assert "observedGeneration" not in condition
@@ -134,8 +139,8 @@ def test_gang_waits_whole_then_binds_whole(gang_plane: ControlPlane, gang_core: 
         )
         assert messages == [
             "0/2 nodes are available: 2 Insufficient cpu.",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+            f"pod group is unschedulable, {group_message}",
+            f"pod group is unschedulable, {group_message}",
         ]
 
         make_node(core, f"{namespace}-n3", cpu="1", memory="4Gi")

@@ -17,7 +17,11 @@ from scheduler.informers import Informers
 from scheduler.schedule_one import Scheduler
 
 NAME = "secondary-scheduler"
-GANG_UNSCHEDULABLE = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+GANG_UNSCHEDULABLE = (
+    "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+    "pod group preemption: No preemption victims found for incoming preemptor"
+)
+POD_MESSAGE = f"pod group is unschedulable, {GANG_UNSCHEDULABLE}"
 
 
 def raw_node(name: str, cpu: str = "1") -> dict[str, Any]:
@@ -99,7 +103,8 @@ async def test_gang_that_does_not_fit_binds_no_member_then_binds_whole() -> None
         "lastTransitionTime": pod_group_condition(client)["lastTransitionTime"],
     }
     messages = sorted(c["message"] for c in client.conditions.values())
-    assert messages == ["0/2 nodes are available: 2 Insufficient cpu.", GANG_UNSCHEDULABLE, GANG_UNSCHEDULABLE]
+    # Checked against kube-scheduler v1.37.2 with GenericWorkload on the same cluster (2026-12-02).
+    assert messages == ["0/2 nodes are available: 2 Insufficient cpu.", POD_MESSAGE, POD_MESSAGE]
     assert {c["reason"] for c in client.conditions.values()} == {"Unschedulable"}
     # Every simulated assume was reverted: nothing assumed, no cpu counted on any node.
     assert sched.cache.sizes()["assumed_pods"] == 0
@@ -197,4 +202,45 @@ async def test_member_deleted_while_waiting_in_queue_leaves_group_consistent() -
     # Two members cannot make a gang of three: nothing bound, nothing left assumed.
     assert client.bindings == {}
     assert sched.cache.sizes()["assumed_pods"] == 0
-    assert pod_group_condition(client)["message"] == "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"
+    assert pod_group_condition(client)["message"] == (
+        "pod group is unschedulable, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining, "
+        "pod group preemption: No preemption victims found for incoming preemptor"
+    )
+
+
+def _never(raw: dict[str, Any]) -> dict[str, Any]:
+    raw["spec"]["preemptionPolicy"] = "Never"
+    return raw
+
+
+async def test_pod_group_post_filter_reports_why_it_cannot_preempt() -> None:
+    # A member with preemptionPolicy Never makes the group ineligible (PodGroupPreemptionPolicy off).
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1"))
+    informers.on_pod_group("ADDED", raw_pod_group(min_count=2))
+    informers.on_pod("ADDED", _never(raw_member("g1")))
+    informers.on_pod("ADDED", _never(raw_member("g2")))
+    assert await schedule_next(sched)
+    assert pod_group_condition(client)["message"] == (
+        "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
+        "pod group preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
+async def test_pod_group_post_filter_says_it_does_not_preempt_when_victims_exist() -> None:
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1"))
+    low = raw_member("low", group=None, cpu="500m")
+    low["spec"]["nodeName"] = "n1"
+    informers.on_pod("ADDED", low)
+    group = raw_pod_group(min_count=2)
+    group["spec"]["priority"] = 10
+    informers.on_pod_group("ADDED", group)
+    informers.on_pod("ADDED", raw_member("g1", priority=10, cpu="400m"))
+    informers.on_pod("ADDED", raw_member("g2", priority=10, cpu="400m"))
+    assert await schedule_next(sched)
+    assert client.bindings == {}
+    assert pod_group_condition(client)["message"] == (
+        "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: 1 lower-priority "
+        "pod(s) could make room, but this scheduler does not preempt for pod groups yet"
+    )
