@@ -280,7 +280,9 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     settings.posting.enabled = False
     settings.peering.standalone = True
     # No watch on CustomResourceDefinitions (kopf's resource scanning): every kind watched here is
-    # built in, and the chart's RBAC grants no CRD reads (tests/cluster/test_rbac.py).
+    # built in, or scheduler-plugins' PodGroup CRD, which must be served at start (discovery finds it
+    # once; _prime refuses to start without it), and the chart's RBAC grants no CRD reads
+    # (tests/cluster/test_rbac.py).
     settings.scanning.disabled = True
     settings.batching.batch_window = batch_window
     settings.watching.server_timeout = 300
