@@ -8,6 +8,8 @@ import dataclasses
 import random
 from typing import Any
 
+import pytest
+
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
@@ -111,10 +113,13 @@ async def test_gang_that_does_not_fit_binds_no_member_then_binds_whole() -> None
     assert all(info.requested.milli_cpu == 0 for info in (sched.cache.get_node_info(n) for n in ("n1", "n2")) if info)
     state = sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, "ns", "gang"))
     assert state is not None and state.scheduled_pods_count() == 0 and state.all_pods_count() == 3
-    # The members wait together, none lost.
+    # The members wait their backoff out together (none lost, none retried early by an idle queue).
     assert sorted(sched.queue.pending().items()) == [("active", 0), ("backoff", 3), ("gated", 0), ("unschedulable", 0)]
+    assert sched.queue.pop_nowait() is None
 
     informers.on_node("ADDED", raw_node("n3"))
+    await asyncio.sleep(sched.queue.backoff_duration(sched.queue.get("uid-g1") or pytest.fail("queued")))
+    assert sched.queue.flush_backoff_completed() == 3
     assert await schedule_next(sched)
     assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
     assert len(set(client.bindings.values())) == 3
