@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     dynamicresources,
@@ -53,6 +54,7 @@ IN_TREE = (
     gangscheduling,
     topologyplacementgenerator,
     podgrouppodscount,
+    coscheduling,
 )
 
 

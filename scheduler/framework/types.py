@@ -218,6 +218,9 @@ class EventResource(enum.StrEnum):
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
     POD_GROUP = "scheduling.k8s.io/PodGroup"
+    # A custom resource is named <plural>.<version>.<group> (kube's convention for out-of-tree
+    # plugins' events): scheduler-plugins' PodGroup, which Coscheduling registers for.
+    SCHEDULER_PLUGINS_POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
     WILDCARD = "*"
 
 
