@@ -36,6 +36,7 @@ from plugins.dynamicresources.structured import (
 )
 from scheduler.model.objects import Node
 from scheduler.model.quantity import parse
+from tests.unit.plugins.dra_scenarios import fingerprint, scenario
 
 DATA = json.loads((Path(__file__).parent / "data" / "dra_allocator_cases.json").read_text())
 CASES: dict[str, dict[str, Any]] = DATA["cases"]
@@ -158,3 +159,44 @@ def test_unknown_class_message_is_the_real_listers() -> None:
 
 def test_consumed_capacity_is_exact() -> None:
     assert _normalized({"consumedCapacity": {"a": "1Gi"}}) == {"consumedCapacity": {"a": Decimal(2**30)}}
+
+
+# ---- the differential corpus ------------------------------------------------------------------
+# Seeded random scenarios mixing what the table tests one at a time (dra_scenarios.py), each
+# against the outcome upstream's own incubating allocator gave (hack/dra-allocator-cases/
+# differential.sh stores it per seed).
+
+DIFFERENTIAL = json.loads((Path(__file__).parent / "data" / "dra_allocator_differential.json").read_text())
+ALL_SCENARIOS = [scenario(seed) for seed in range(DIFFERENTIAL["seeds"])]
+SCENARIOS = {s["name"]: s for s in ALL_SCENARIOS if s["name"] not in DIFFERENTIAL["left_out_long_searches"]}
+
+
+def test_the_stored_outcomes_are_for_these_scenarios() -> None:
+    assert fingerprint(ALL_SCENARIOS) == DIFFERENTIAL["fingerprint"]
+    assert sorted(SCENARIOS) == sorted(DIFFERENTIAL["outcomes"])
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_differential_scenario(name: str) -> None:
+    scenario_ = SCENARIOS[name]
+    upstream = DIFFERENTIAL["outcomes"][name]
+    classes = {device_class["metadata"]["name"]: device_class for device_class in scenario_["classes"]}
+    state = AllocatedState(devices={DeviceID(*ids) for ids in scenario_["allocated_devices"]})
+    allocator = Allocator(
+        Features.from_gate_names(set(scenario_["features"])), state, classes, scenario_["slices"], compile_expression
+    )
+    if upstream.get("error"):
+        with pytest.raises(AllocatorError) as raised:
+            allocator.allocate(_node(scenario_), scenario_["claims"])
+        assert str(raised.value) == upstream["error"]
+        return
+    results = allocator.allocate(_node(scenario_), scenario_["claims"])
+    assert _normalized(results) == _normalized(upstream["results"])
+    assert allocator.stats.allocate_one_invocations == upstream["allocate_one_invocations"]
+
+
+def test_the_differential_corpus_reaches_every_outcome() -> None:
+    outcomes = list(DIFFERENTIAL["outcomes"].values())
+    fits = sum(o["results"] is not None for o in outcomes)
+    errors = sum(bool(o.get("error")) for o in outcomes)
+    assert fits >= 100 and errors >= 30 and len(outcomes) - fits - errors >= 100

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerate tests/unit/plugins/data/dra_allocator_differential.json: seeded random scenarios
+# (tests/unit/plugins/dra_scenarios.py) run through k8s.io/dynamic-resource-allocation@v0.37.2's
+# own incubating allocator (differential_test.go.txt); upstream's outcome is stored per seed (the
+# test regenerates the scenarios from their seeds).
+set -euo pipefail
+count=${1:-400}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+module=$(go env GOMODCACHE)/k8s.io/dynamic-resource-allocation@v0.37.2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -r "$module" "$work/dra" && chmod -R u+w "$work/dra"
+cp "$here/differential_test.go.txt" "$work/dra/structured/internal/incubating/differential_test.go"
+(cd "$repo" && python3 -m tests.unit.plugins.dra_scenarios "$work/scenarios.json" "$count")
+(cd "$work/dra" && GOFLAGS=-mod=mod DRA_SCENARIOS="$work/scenarios.json" DRA_OUTCOMES="$work/outcomes.json" \
+    go test ./structured/internal/incubating/ -run '^TestDifferential$' -count=1)
+(cd "$repo" && python3 - "$work/scenarios.json" "$work/outcomes.json" "$count" \
+    tests/unit/plugins/data/dra_allocator_differential.json) <<'PY'
+import json, sys
+from tests.unit.plugins.dra_scenarios import fingerprint
+scenarios = json.load(open(sys.argv[1]))
+outcomes = json.load(open(sys.argv[2]))
+# A unit test should not spend seconds on one search: scenarios whose search upstream needs more
+# than 20000 steps for are named, not kept (their search order is the same as the others').
+long = {name: o["allocate_one_invocations"] for name, o in outcomes.items() if o["allocate_one_invocations"] > 20000}
+json.dump({"source": "hack/dra-allocator-cases/differential.sh", "seeds": int(sys.argv[3]),
+           "fingerprint": fingerprint(scenarios), "left_out_long_searches": long,
+           "outcomes": {name: o for name, o in outcomes.items() if name not in long}},
+          open(sys.argv[4], "w"), indent=1, sort_keys=True)
+print(len(outcomes), "scenarios;", sum(1 for o in outcomes.values() if o.get("error")), "errors;",
+      sum(1 for o in outcomes.values() if o["results"] is None and not o.get("error")), "no fit;", len(long), "left out")
+PY
