@@ -14,7 +14,7 @@ cp -r "$module" "$work/dra" && chmod -R u+w "$work/dra"
 cp "$here/differential_test.go.txt" "$work/dra/structured/internal/incubating/differential_test.go"
 (cd "$repo" && python3 -m tests.unit.plugins.dra_scenarios "$work/scenarios.json" "$count")
 (cd "$work/dra" && GOFLAGS=-mod=mod DRA_SCENARIOS="$work/scenarios.json" DRA_OUTCOMES="$work/outcomes.json" \
-    go test ./structured/internal/incubating/ -run '^TestDifferential$' -count=1)
+    go test ./structured/internal/incubating/ -run '^TestDifferential$' -count=1 -v | grep -v '^=== RUN')
 (cd "$repo" && python3 - "$work/scenarios.json" "$work/outcomes.json" "$count" \
     tests/unit/plugins/data/dra_allocator_differential.json) <<'PY'
 import json, sys

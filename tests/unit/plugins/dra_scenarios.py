@@ -40,6 +40,24 @@ TOLERATIONS = [
 ]
 
 
+NODE_PLACEMENTS: list[dict[str, Any]] = [
+    {"nodeName": "node-1"},
+    {"nodeName": "node-1"},
+    {"nodeName": "node-2"},
+    {"allNodes": True},
+    {
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+        }
+    },
+    {
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
+        }
+    },
+]
+
+
 def device(rng: random.Random, name: str, driver: str, counters: list[str] | None) -> dict[str, Any]:
     dev: dict[str, Any] = {
         "name": name,
@@ -52,6 +70,10 @@ def device(rng: random.Random, name: str, driver: str, counters: list[str] | Non
     }
     if rng.random() < 0.15:
         dev["taints"] = [rng.choice(TAINTS)]
+    if rng.random() < 0.05:
+        dev["bindingConditions"] = ["attached"]
+        dev["bindingFailureConditions"] = ["failed"]
+        dev["bindsToNode"] = rng.random() < 0.5
     if counters is not None:
         dev["consumesCounters"] = [
             {"counterSet": "gpu-0", "counters": {c: {"value": rng.choice(["1", "2"])} for c in counters}}
@@ -70,24 +92,31 @@ def device(rng: random.Random, name: str, driver: str, counters: list[str] | Non
     return dev
 
 
-def pool_slices(rng: random.Random, driver: str, pool: str, node: str | None) -> list[dict[str, Any]]:
+def pool_slices(rng: random.Random, driver: str, pool: str) -> list[dict[str, Any]]:
     count = rng.randint(1, 2)
     partitionable = rng.random() < 0.3
     generation = rng.randint(1, 2)
     slices = []
-    placement: dict[str, Any] = {"nodeName": node} if node else {"allNodes": True}
+    placement: dict[str, Any] = rng.choice(NODE_PLACEMENTS)
+    per_device = partitionable and rng.random() < 0.3
     for index in range(count):
         devices = [
             device(rng, f"dev-{index}-{i}", driver, ["mem", "sm"] if partitionable else None)
             for i in range(rng.randint(2, 5))
         ]
+        device_placement = placement
+        if per_device:
+            # Each device says where it is (DRAPartitionableDevices' perDeviceNodeSelection).
+            device_placement = {"perDeviceNodeSelection": True}
+            for dev in devices:
+                dev.update(rng.choice(NODE_PLACEMENTS))
         slices.append(
             {
                 "metadata": {"name": f"{pool}-slice-{index}"},
                 "spec": {
                     "driver": driver,
                     "pool": {"name": pool, "generation": generation, "resourceSliceCount": count + partitionable},
-                    **placement,
+                    **device_placement,
                     "devices": devices,
                 },
             }
@@ -172,16 +201,19 @@ def scenario(seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     slices: list[dict[str, Any]] = []
     for p in range(rng.randint(2, 5)):
-        driver = rng.choice(DRIVERS)
-        node = rng.choice(["node-1", "node-1", "node-1", "node-2", None])
-        slices.extend(pool_slices(rng, driver, f"pool-{p}", node))
+        slices.extend(pool_slices(rng, rng.choice(DRIVERS), f"pool-{p}"))
     rng.shuffle(slices)
-    allocated = [
-        [s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]]
-        for s in slices
-        for d in s["spec"].get("devices", ())
-        if rng.random() < 0.15
-    ]
+    allocated = []
+    shares = []
+    for s in slices:
+        for d in s["spec"].get("devices", ()):
+            if rng.random() < 0.15:
+                ids = [s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"]]
+                if d.get("allowMultipleAllocations"):
+                    # A share some other claim holds, with what it consumes.
+                    shares.append([*ids, f"share-{len(shares)}", {"memory": rng.choice(["10Gi", "40Gi"])}])
+                else:
+                    allocated.append(ids)
     classes = [
         {
             "metadata": {"name": f"class-{d}"},
@@ -197,6 +229,7 @@ def scenario(seed: int) -> dict[str, Any]:
         "classes": classes,
         "slices": slices,
         "allocated_devices": allocated,
+        "allocated_shares": shares,
         "node": {"name": "node-1", "labels": {"zone": "a"}},
     }
 
