@@ -269,8 +269,10 @@ class _Run:
             done = self._allocate_one(
                 claim_index=0, request_index=0, sub_index=0, device_index=0, in_sub=False, start=0
             )
-        except _MaxSizeExceeded:
-            done = False
+        except _MaxSizeExceeded as exc:
+            # Only the first claim's alternatives can all run out of room up to here, which the
+            # claims' minimum device counts (checked above) rule out; kube returns its sentinel.
+            raise AllocatorError("allocation max size exceeded") from exc
         if not done:
             if any(pool.invalid for pool in self.pools):
                 raise FailedAllocationOnNodeError("invalid resource pools were encountered")
