@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from plugins.dynamicresources.cel import CELError, CompilationResult
+from plugins.dynamicresources.cel import CELDevice, CELError, CompilationResult
 from scheduler.model.objects import Node
 
 from . import capacity as cap
@@ -111,7 +111,7 @@ class _RequestData:
 class _Candidate:
     """One device of a usable pool as the search meets it; `index` is its place in search order."""
 
-    __slots__ = ("device", "has_capacity", "id", "index", "pool", "slice")
+    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice")
 
     def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
         self.index = index
@@ -120,6 +120,19 @@ class _Candidate:
         self.slice = slice_
         self.pool = pool
         self.has_capacity = bool(device.get("capacity"))
+        self._cel_device: CELDevice | None = None
+
+    def cel_device(self) -> CELDevice:
+        """The device as CEL sees it, converted once for every selector of every request."""
+        if self._cel_device is None:
+            device = self.device
+            self._cel_device = CELDevice(
+                self.id.driver,
+                device.get("attributes") or {},
+                device.get("capacity") or {},
+                bool(device.get("allowMultipleAllocations")),
+            )
+        return self._cel_device
 
 
 @dataclass(slots=True)
@@ -551,13 +564,12 @@ class _Run:
         cached = data.matches.get(candidate.index)
         if cached is not None:
             return cached
-        device_id = candidate.id
         result = True
         if data.device_class is not None:
             class_selectors = (data.device_class.get("spec") or {}).get("selectors") or ()
-            result = self._selectors_match(claim_index, device, device_id, data.device_class, class_selectors)
+            result = self._selectors_match(claim_index, candidate, data.device_class, class_selectors)
         if result:
-            result = self._selectors_match(claim_index, device, device_id, None, data.request.selectors)
+            result = self._selectors_match(claim_index, candidate, None, data.request.selectors)
         if result and (candidate.slice.get("spec") or {}).get("perDeviceNodeSelection"):
             result = node_matches(
                 self.node, device.get("nodeName") or "", bool(device.get("allNodes")), device.get("nodeSelector")
@@ -566,7 +578,7 @@ class _Run:
         return result
 
     def _selectors_match(
-        self, claim_index: int, device: Raw, device_id: DeviceID, device_class: Raw | None, selectors: Sequence[Raw]
+        self, claim_index: int, candidate: _Candidate, device_class: Raw | None, selectors: Sequence[Raw]
     ) -> bool:
         if device_class is not None:
             owner = f"class {(device_class.get('metadata') or {}).get('name', '')}"
@@ -577,14 +589,11 @@ class _Run:
             if compiled.error is not None:
                 raise AllocatorError(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                matches = compiled.device_matches(
-                    device_id.driver,
-                    device.get("attributes") or {},
-                    device.get("capacity") or {},
-                    allow_multiple_allocations=bool(device.get("allowMultipleAllocations")),
-                )
+                matches = compiled.matches(candidate.cel_device())
             except CELError as exc:
-                raise AllocatorError(f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {exc}") from exc
+                raise AllocatorError(
+                    f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {exc}"
+                ) from exc
             if not matches:
                 return False
         return True
