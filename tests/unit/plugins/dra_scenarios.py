@@ -203,8 +203,8 @@ def scenario(seed: int) -> dict[str, Any]:
     for p in range(rng.randint(2, 5)):
         slices.extend(pool_slices(rng, rng.choice(DRIVERS), f"pool-{p}"))
     rng.shuffle(slices)
-    allocated = []
-    shares = []
+    allocated: list[list[str]] = []
+    shares: list[list[Any]] = []
     for s in slices:
         for d in s["spec"].get("devices", ()):
             if rng.random() < 0.15:

@@ -174,9 +174,11 @@ def test_differential_scenario(name: str) -> None:
     upstream = DIFFERENTIAL["outcomes"][name]
     classes = {device_class["metadata"]["name"]: device_class for device_class in scenario_["classes"]}
     state = AllocatedState(devices={DeviceID(*ids) for ids in scenario_["allocated_devices"]})
-    for *ids, share_id, consumed in scenario_["allocated_shares"]:
-        state.shared_device_ids.add(SharedDeviceID(*ids, share_id))
-        state.add_consumed_capacity(DeviceID(*ids), {name: parse(value).exact for name, value in consumed.items()})
+    for driver, pool, device, share_id, consumed in scenario_["allocated_shares"]:
+        state.shared_device_ids.add(SharedDeviceID(driver, pool, device, share_id))
+        state.add_consumed_capacity(
+            DeviceID(driver, pool, device), {key: parse(value).exact for key, value in consumed.items()}
+        )
     allocator = Allocator(
         Features.from_gate_names(set(scenario_["features"])), state, classes, scenario_["slices"], compile_expression
     )
