@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from plugins.dynamicresources.cel import CELDevice, CELError, CompilationResult
+from plugins.dynamicresources.cel import CELDevice, CELError, CompilationResult, enhance_runtime_error
 from scheduler.model.objects import Node
 
 from . import capacity as cap
@@ -592,7 +592,8 @@ class _Run:
                 matches = compiled.matches(candidate.cel_device())
             except CELError as exc:
                 raise AllocatorError(
-                    f"{owner}: selector #{i} on device {candidate.id}: CEL runtime error: {exc}"
+                    f"{owner}: selector #{i} on device {candidate.id}: "
+                    f"CEL runtime error: {enhance_runtime_error(str(exc))}"
                 ) from exc
             if not matches:
                 return False
