@@ -23,11 +23,12 @@ scenarios = json.load(open(sys.argv[1]))
 outcomes = json.load(open(sys.argv[2]))
 # A unit test should not spend seconds on one search: scenarios whose search upstream needs more
 # than 20000 steps for are named, not kept (their search order is the same as the others').
-long = {name: o["allocate_one_invocations"] for name, o in outcomes.items() if o["allocate_one_invocations"] > 20000}
+long = {name: o[-1]["allocate_one_invocations"] for name, o in outcomes.items() if o[-1]["allocate_one_invocations"] > 20000}
 json.dump({"source": "hack/dra-allocator-cases/differential.sh", "seeds": int(sys.argv[3]),
            "fingerprint": fingerprint(scenarios), "left_out_long_searches": long,
            "outcomes": {name: o for name, o in outcomes.items() if name not in long}},
           open(sys.argv[4], "w"), indent=1, sort_keys=True)
-print(len(outcomes), "scenarios;", sum(1 for o in outcomes.values() if o.get("error")), "errors;",
-      sum(1 for o in outcomes.values() if o["results"] is None and not o.get("error")), "no fit;", len(long), "left out")
+every = [o for per_node in outcomes.values() for o in per_node]
+print(len(outcomes), "scenarios,", len(every), "allocations;", sum(1 for o in every if o.get("error")), "errors;",
+      sum(1 for o in every if o["results"] is None and not o.get("error")), "no fit;", len(long), "left out")
 PY

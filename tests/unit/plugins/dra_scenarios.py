@@ -230,7 +230,8 @@ def scenario(seed: int) -> dict[str, Any]:
         "slices": slices,
         "allocated_devices": allocated,
         "allocated_shares": shares,
-        "node": {"name": "node-1", "labels": {"zone": "a"}},
+        # Allocated on each in turn by one allocator, as within a scheduling cycle.
+        "nodes": [{"name": "node-1", "labels": {"zone": "a"}}, {"name": "node-2", "labels": {"zone": "b"}}],
     }
 
 
