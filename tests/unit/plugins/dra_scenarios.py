@@ -5,7 +5,7 @@ some from an older generation), devices with attributes, capacity and taints, pa
 devices on shared counters, devices allowing multiple allocations, already-allocated devices,
 and claims with several requests (exact count, All, firstAvailable, admin access, tolerations,
 capacity requests, CEL selectors) under matchAttribute/distinctAttribute constraints. The same
-seed gives the same scenario; hack/dra-allocator-cases/differential.sh runs them through upstream
+seed gives the same scenario; hack/dra-allocator-cases/gen.sh runs them through upstream
 and stores its outcomes, test_dra_allocator_upstream.py through ours.
 """
 

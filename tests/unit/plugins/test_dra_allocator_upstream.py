@@ -156,7 +156,7 @@ def test_consumed_capacity_is_exact() -> None:
 # ---- the differential corpus ------------------------------------------------------------------
 # Seeded random scenarios mixing what the table tests one at a time (dra_scenarios.py), each
 # against the outcome upstream's own incubating allocator gave (hack/dra-allocator-cases/
-# differential.sh stores it per seed).
+# gen.sh stores it per seed).
 
 DIFFERENTIAL = json.loads((Path(__file__).parent / "data" / "dra_allocator_differential.json").read_text())
 ALL_SCENARIOS = [scenario(seed) for seed in range(DIFFERENTIAL["seeds"])]
