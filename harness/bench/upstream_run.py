@@ -61,6 +61,7 @@ from harness.bench.upstream import (
 from harness.bench.upstream_dra import allocate_claims
 from harness.bench.upstream_objects import (
     allocatable_patch,
+    as_pod_group,
     bound,
     csi_node,
     name_nodes,
@@ -626,7 +627,7 @@ class Executor:
         namespace = op["namespace"]
         await self.ensure_namespace(namespace)
         count = self.count(op)
-        groups = self.objects(op["templatePath"], count, op.get("templateParams"))
+        groups = [as_pod_group(g) for g in self.objects(op["templatePath"], count, op.get("templateParams"))]
         path = KIND_PATHS["PodGroup"][0].format(namespace=namespace)
         await self.api.create_all(path + "?fieldValidation=Strict", groups, CREATORS)
         deadline = time.monotonic() + POD_GROUPS_VISIBLE_SECONDS

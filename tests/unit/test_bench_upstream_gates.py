@@ -263,3 +263,18 @@ def test_cpu_cell_of_a_phase_with_and_without_pods(row: dict[str, Any], cell: st
     from harness.bench.upstream_run import _cpu
 
     assert _cpu(row) == cell
+
+
+def test_pod_groups_are_created_as_v1beta1_whatever_version_the_template_names() -> None:
+    # default_preemption's template says scheduling.k8s.io/v1alpha3; upstream decodes it into the
+    # v1beta1 type and creates it with that client.
+    from harness.bench.upstream_objects import as_pod_group
+
+    executor = _executor("PreemptionPodGroupDisruptionMode/FastTest_PodGroupDisruptionMode_Single")
+    op = next(op for op in executor.case.ops if op["opcode"] == "createPodGroups")
+    params = {**op["templateParams"], "minCount": 2, "disruptionMode": "single"}
+    (rendered,) = executor.objects(op["templatePath"], 1, params)
+    assert rendered["apiVersion"] == "scheduling.k8s.io/v1alpha3"
+    group = as_pod_group(rendered)
+    assert (group["apiVersion"], group["kind"]) == ("scheduling.k8s.io/v1beta1", "PodGroup")
+    assert group["spec"] == rendered["spec"] and group["spec"]["disruptionMode"] == {"single": {}}
