@@ -85,6 +85,25 @@ KUBE_DEFAULT_SCHEDULER = "default-scheduler"
 DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
 
+def collection_path(manifest: Mapping[str, Any], namespace: str) -> str:
+    """Where createAny/updateAny/churn send an object: its kind's collection (KIND_PATHS) in the
+    group version the object names, as upstream's REST mapping of the object's apiVersion does
+    (consumablecapacity's DeviceClass is resource.k8s.io/v1beta2)."""
+    kind = manifest.get("kind", "")
+    if kind not in KIND_PATHS:
+        raise UpstreamError(f"{kind or 'an object without kind'}: a kind this harness does not create")
+    path, namespaced = KIND_PATHS[kind]
+    api_version = str(manifest.get("apiVersion") or "")
+    if path.startswith("/apis/") and "/" in api_version:
+        group = path.split("/")[2]
+        if api_version.split("/", maxsplit=1)[0] != group:
+            raise UpstreamError(
+                f"{kind} {manifest.get('metadata', {}).get('name')}: apiVersion {api_version} is not {group}"
+            )
+        path = f"/apis/{api_version}/" + path.split("/", 4)[4]
+    return path.format(namespace=namespace) if namespaced else path
+
+
 class UpstreamError(RuntimeError):
     """Upstream's benchmark files could not be found or read."""
 

@@ -44,6 +44,7 @@ from harness.bench.upstream import (
     TestCase,
     UpstreamError,
     UpstreamWorkload,
+    collection_path,
     resolve_count,
     resolve_flag,
     resolve_template_params,
@@ -313,8 +314,7 @@ class Executor:
         self.namespaces.add(name)
 
     def path_of(self, manifest: Mapping[str, Any], namespace: str) -> str:
-        path, namespaced = KIND_PATHS[manifest.get("kind", "")]
-        return path.format(namespace=namespace) if namespaced else path
+        return collection_path(manifest, namespace)
 
     def start_collecting(self, namespaces: Sequence[str], selector: Mapping[str, str] | None) -> None:
         if self._current is not None:

@@ -15,6 +15,7 @@ import pytest
 from harness.bench.schedulers import SCHEDULERS, Setup, ours_arguments
 from harness.bench.upstream import (
     UpstreamError,
+    collection_path,
     ours_feature_gates,
     ours_gate_refusal,
     perf_root,
@@ -278,3 +279,30 @@ def test_pod_groups_are_created_as_v1beta1_whatever_version_the_template_names()
     group = as_pod_group(rendered)
     assert (group["apiVersion"], group["kind"]) == ("scheduling.k8s.io/v1beta1", "PodGroup")
     assert group["spec"] == rendered["spec"] and group["spec"]["disruptionMode"] == {"single": {}}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "path"),
+    [
+        # consumablecapacity's DeviceClass names v1beta2: sent there, as upstream's REST mapping does.
+        (
+            {"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1beta2"},
+            "/apis/resource.k8s.io/v1beta2/deviceclasses",
+        ),
+        (
+            {"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1"},
+            "/apis/resource.k8s.io/v1/namespaces/init/resourceclaims",
+        ),
+        ({"kind": "Pod", "apiVersion": "v1"}, "/api/v1/namespaces/init/pods"),
+        ({"kind": "PriorityClass", "apiVersion": "scheduling.k8s.io/v1"}, "/apis/scheduling.k8s.io/v1/priorityclasses"),
+    ],
+)
+def test_objects_go_to_the_group_version_they_name(manifest: dict[str, Any], path: str) -> None:
+    assert collection_path(manifest, "init") == path
+
+
+def test_an_object_of_an_unknown_kind_or_another_group_is_one_clear_error() -> None:
+    with pytest.raises(UpstreamError, match="Widget: a kind this harness does not create"):
+        collection_path({"kind": "Widget", "apiVersion": "v1"}, "x")
+    with pytest.raises(UpstreamError, match=r"DeviceClass c: apiVersion example\.com/v1 is not resource\.k8s\.io"):
+        collection_path({"kind": "DeviceClass", "apiVersion": "example.com/v1", "metadata": {"name": "c"}}, "x")
