@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from scheduler import metrics
+from scheduler.features import GENERIC_WORKLOAD
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -102,6 +103,11 @@ class Informers:
         self._nodes: dict[str, Node] = {}
         # The last PodGroup objects seen, which update events (minCount changes) are computed against.
         self._pod_groups: dict[GroupKey, Mapping[str, Any]] = {}
+        # kube sends UnscheduledPodAdd to the unschedulable pods only with GenericWorkload on (for any
+        # new pod, member or not); a Coscheduling member without the gate sends nothing.
+        self._generic_workload = any(
+            fw.handle.feature_gates.enabled(GENERIC_WORKLOAD) for fw in scheduler.frameworks.values()
+        )
 
     # ---- pods ----------------------------------------------------------------------------
 
@@ -166,8 +172,8 @@ class Informers:
             sched.queue.delete(uid)
             return
         sched.queue.add(pod, previous)
-        if previous is None and cache.pod_groups.key_of(pod) is not None:
-            # As kube with GenericWorkload: a new member may complete its gang.
+        if previous is None and self._generic_workload:
+            # A new member may complete its gang (GangScheduling's hint decides).
             sched.queue.move_all_to_active_or_backoff(UNSCHEDULED_POD_ADD, None, pod)
         metrics.observe_event_handling(label, started)
 

@@ -34,6 +34,7 @@ from scheduler.framework.interface import (
     PlacementScorePlugin,
     Plugin,
     PodGroupPostFilterPlugin,
+    PodGroupSimulation,
     PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
@@ -68,6 +69,7 @@ from scheduler.framework.types import (
 from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
+from scheduler.model.podgroups import PodGroup
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
@@ -246,7 +248,15 @@ _DETACHED: set[asyncio.Future[None]] = set()
 
 
 class _NoEvents:
-    def eventf(self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str) -> None:
+    def eventf(
+        self,
+        regarding: Pod | PodGroup,
+        related: Pod | PodGroup | None,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+    ) -> None:
         return None
 
 
@@ -901,27 +911,31 @@ class Framework:
             totals = [total + score * weight for total, score in zip(totals, scores, strict=True)]
         return totals, None
 
-    def run_pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
-        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins;
-        Unschedulable reasons are gathered; anything else is an Error naming the plugin."""
+    def run_pod_group_post_filter(
+        self, group: PodGroupState, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[Mapping[str, str], Status | None]:
+        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins
+        (with its nominations); Unschedulable reasons are gathered; anything else is an Error naming
+        the plugin."""
         reasons: list[str] = []
         rejector = ""
         for plugin in self.pod_group_post_filter_plugins:
+            nominations: Mapping[str, str] = {}
             try:
-                status = plugin.pod_group_post_filter(group, members)
+                nominations, status = plugin.pod_group_post_filter(group, members, simulation)
             except Exception as exc:
                 status = Status.as_error(exc)
             if status is None or status.code == Code.SUCCESS:
-                return status
+                return nominations, status
             if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return status.with_plugin(plugin.name)
+                return {}, status.with_plugin(plugin.name)
             if status.code == Code.UNSCHEDULABLE:
                 reasons.extend(status.reasons)
                 rejector = rejector or plugin.name
                 continue
             error = FrameworkError(f'error in "{plugin.name}" PodGroupPostFilter plugins: {status.message}')
-            return Status.as_error(error, plugin.name)
-        return Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
+            return {}, Status.as_error(error, plugin.name)
+        return {}, Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
 
     @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

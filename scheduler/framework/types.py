@@ -486,3 +486,13 @@ class Placement:
 
     name: str
     nodes: tuple[NodeInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProposedAssignment:
+    """One member placed by a pod-group simulation (kube's fwk.ProposedAssignment): the node it went
+    to and the cycle state it was filtered with (earlier members already assumed)."""
+
+    pod: Pod
+    node_name: str
+    state: CycleState
