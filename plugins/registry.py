@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     dynamicresources,
@@ -17,10 +18,12 @@ from plugins import (
     noderesourcesfit,
     nodeunschedulable,
     nodevolumelimits,
+    podgrouppodscount,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    topologyplacementgenerator,
     volumebinding,
     volumerestrictions,
     volumezone,
@@ -49,6 +52,9 @@ IN_TREE = (
     volumezone,
     nodevolumelimits,
     gangscheduling,
+    topologyplacementgenerator,
+    podgrouppodscount,
+    coscheduling,
 )
 
 

@@ -27,6 +27,7 @@ import kopf
 import structlog
 from aiohttp import web
 
+from plugins import coscheduling
 from plugins.registry import in_tree_registry
 from scheduler import gctune, metrics, serving
 from scheduler.api.client import ApiClient, ApiError
@@ -94,6 +95,8 @@ class Options:
 
 
 POD_GROUP_COLLECTION = "/apis/scheduling.k8s.io/v1beta1/podgroups"
+# scheduler-plugins' PodGroup CRD, listed and watched when a profile runs Coscheduling.
+SCHEDULER_PLUGINS_POD_GROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 # Watched for PodTopologySpread's system default constraints (their selectors spread pods).
 WORKLOAD_KINDS = (
@@ -210,6 +213,13 @@ def build_scheduler(
     return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
+def runs_coscheduling(scheduler: Scheduler) -> bool:
+    """Whether some profile enables Coscheduling (at any extension point)."""
+    return any(
+        coscheduling.NAME in names for fw in scheduler.frameworks.values() for names in fw.plugin_names().values()
+    )
+
+
 def _kopf_registry(informers: Informers, connection: Connection, gates: FeatureGates) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -246,6 +256,12 @@ def _kopf_registry(informers: Informers, connection: Connection, gates: FeatureG
         async def pod_group_event(event: Mapping[str, Any], **_: Any) -> None:
             informers.on_pod_group(event.get("type"), event["object"])
 
+    if runs_coscheduling(informers.sched):
+
+        @kopf.on.event(*SCHEDULER_PLUGINS_POD_GROUPS, registry=registry)
+        async def scheduler_plugins_pod_group_event(event: Mapping[str, Any], **_: Any) -> None:
+            informers.on_scheduler_plugins_pod_group(event.get("type"), event["object"])
+
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
 
@@ -264,7 +280,9 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     settings.posting.enabled = False
     settings.peering.standalone = True
     # No watch on CustomResourceDefinitions (kopf's resource scanning): every kind watched here is
-    # built in, and the chart's RBAC grants no CRD reads (tests/cluster/test_rbac.py).
+    # built in, or scheduler-plugins' PodGroup CRD, which must be served at start (discovery finds it
+    # once; _prime refuses to start without it), and the chart's RBAC grants no CRD reads
+    # (tests/cluster/test_rbac.py).
     settings.scanning.disabled = True
     settings.batching.batch_window = batch_window
     settings.watching.server_timeout = 300
@@ -314,6 +332,20 @@ async def _prime(
             ) from exc
         for item in listed["items"]:
             informers.on_pod_group("ADDED", item)
+    if runs_coscheduling(informers.sched):
+        try:
+            listed = await client.request("GET", collection_path(*SCHEDULER_PLUGINS_POD_GROUPS))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            raise ApiError(
+                exc.status,
+                "a profile enables Coscheduling but the apiserver does not serve scheduling.x-k8s.io/v1alpha1 "
+                "podgroups (install scheduler-plugins' PodGroup CRD: the chart's coscheduling.installCRD)",
+                exc.reason,
+            ) from exc
+        for item in listed["items"]:
+            informers.on_scheduler_plugins_pod_group("ADDED", item)
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", collection_path(group, version, plural)))["items"]:

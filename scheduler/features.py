@@ -59,7 +59,7 @@ _DRA = (DYNAMIC_RESOURCE_ALLOCATION,)
 KNOWN_GATES: Mapping[str, GateSpec] = {
     # Workload-Aware Scheduling.
     GENERIC_WORKLOAD: GateSpec(False, _B, honoured=True),
-    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,)),
+    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,), honoured=True),
     COMPOSITE_POD_GROUP: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD, TOPOLOGY_AWARE_WORKLOAD_SCHEDULING)),
     POD_GROUP_PREEMPTION_POLICY: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,)),
     # Dynamic Resource Allocation.

@@ -30,7 +30,7 @@ from scheduler.framework.events import (
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
 )
-from scheduler.framework.podgroups import POD_GROUP_API, GroupKey
+from scheduler.framework.podgroups import POD_GROUP_API, SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey
 from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.framework.volumes import (
@@ -300,6 +300,26 @@ class Informers:
         event = POD_GROUP_ADD if old is None else POD_GROUP_UPDATE
         self.sched.queue.move_all_to_active_or_backoff(event, old, raw)
         metrics.observe_event_handling(event.label, started)
+
+    # ---- scheduler-plugins' PodGroups (scheduling.x-k8s.io/v1alpha1, Coscheduling) ---------
+
+    def on_scheduler_plugins_pod_group(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        """Kept as the API sent it: Coscheduling reads its fields (and reports one it cannot use)."""
+        meta = raw.get("metadata") or {}
+        key = GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, meta.get("namespace", ""), meta.get("name", ""))
+        groups = self.sched.cache.pod_groups
+        state = groups.get(key)
+        old = state.group if state is not None and isinstance(state.group, Mapping) else None
+        resource = EventResource.SCHEDULER_PLUGINS_POD_GROUP
+        if event_type == DELETED:
+            groups.remove_group(key)
+            self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(resource, ActionType.DELETE), old, None)
+            return
+        if old is not None and (old.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+            return  # a relist repeating what we have
+        groups.set_group(key, raw)
+        action = ActionType.ADD if old is None else ActionType.UPDATE
+        self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(resource, action), old, raw)
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

@@ -42,6 +42,7 @@ KUBE_POINT_ORDER = (
     "permit",
     "preEnqueue",
     "queueSort",
+    "podGroupPostFilter",
 )
 
 

@@ -124,6 +124,9 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
+        # The nodes of the placement a pod-group cycle is trying (TopologyAwareWorkloadScheduling):
+        # Filter and the "0/N nodes" count see only these, as kube's snapshot.AssumePlacement.
+        self.placement: frozenset[str] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
@@ -304,7 +307,8 @@ class Scheduler:
             raise NoNodesAvailable()
         feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
         if not feasible:
-            raise FitError(pod, len(self.snapshot), diagnosis)
+            num_nodes = len(self.snapshot) if self.placement is None else len(self.placement)
+            raise FitError(pod, num_nodes, diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
@@ -314,6 +318,9 @@ class Scheduler:
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
+        placement = self.placement
+        if placement is not None:
+            all_nodes = [info for info in all_nodes if info.name in placement]
         pre_result, status, narrowing = fw.run_pre_filter(state, pod, all_nodes)
         diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
@@ -330,6 +337,7 @@ class Scheduler:
             fits_nominated = (
                 node_info is not None
                 and node_info.node is not None
+                and (placement is None or node_info.name in placement)
                 and fw.run_filter_with_nominated(state, pod, node_info) is None
             )
             if fits_nominated and node_info is not None:
@@ -338,7 +346,7 @@ class Scheduler:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
             return self._find_per_node(fw, state, pod, allowed, diagnosis)
-        if not fw.filter_plugins:
+        if not fw.filter_plugins or placement is not None:
             return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
         return self._find_batch(fw, state, pod, diagnosis)
 

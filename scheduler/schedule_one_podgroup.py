@@ -4,12 +4,17 @@ A group popped as one entity is checked (its PodGroup still known; members agree
 name, priority and preemption policy), then simulated: members in kube's order go through the
 ordinary Filter/Score of the pod cycle, each placed member is assumed and reserved so the next
 ones see it, and GangScheduling's PlacementFeasible says after each member whether minCount can
-still be met. Every simulated assume is reverted (Unreserve, forget, nomination restored) before
-anything is submitted. Submission is all or nothing: on success each placed member takes the pod
-cycle's own path (assume, Reserve, Permit, binding cycle) and GangScheduling's Permit lets the
-members bind once the quorum is assumed; otherwise every member is reported unschedulable with
-the group's reason. The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the
-api layer. The members return to the queue together (`add_attempted_group`).
+still be met. With TopologyAwareWorkloadScheduling the simulation runs once per placement (the
+nodes of one topology domain, TopologyPlacementGenerator) and PodGroupPodsCount picks among the
+feasible ones. An Unschedulable group then meets PodGroupPostFilter (DefaultPreemption), whose
+answer joins the group's reasons. Every simulated assume is reverted (Unreserve, forget,
+nomination restored) before anything is submitted.
+
+Submission is all or nothing: on success each placed member takes the pod cycle's own path
+(assume, Reserve, Permit, binding cycle) and GangScheduling's Permit lets the members bind once
+the quorum is assumed; otherwise every member is reported unschedulable with the group's reason.
+The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the api layer. The
+members return to the queue together (`add_attempted_group`).
 
 Runs synchronously between two awaits of the scheduling loop, so the cache it assumes into is the
 one snapshot of the cycle: no informer event lands in between. Writes only through the api
@@ -19,6 +24,7 @@ client and the pod cycle's failure handler; never binds itself.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
@@ -28,7 +34,8 @@ import structlog
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
-from scheduler.cache import Cache
+from scheduler.cache import Cache, Snapshot
+from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import PodGroupState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (
@@ -36,6 +43,7 @@ from scheduler.framework.types import (
     CycleState,
     FitError,
     NoNodesAvailable,
+    Placement,
     PlacementProgress,
     QueuedPodGroupInfo,
     QueuedPodInfo,
@@ -70,9 +78,12 @@ class PodCycle(Protocol):
     frameworks: dict[str, Framework]
     queue: PriorityQueue
     cache: Cache
+    snapshot: Snapshot
     client: ApiClient
     nominator: Nominator
     recorders: dict[str, EventRecorder]
+    placement: frozenset[str] | None
+    rng: random.Random
 
     def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> HostResult: ...
     def skip_pod_schedule(self, pod: Pod) -> bool: ...
@@ -179,8 +190,13 @@ class PodGroupCycle:
             sched.queue.add_attempted_group(group, succeeded=True)
             return
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
-        results, status = self._simulate(fw, state, kept)
+        if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+            results, status = self._simulate_placements(fw, state, kept)
+        else:
+            results, status = self._simulate(fw, state, kept)
         metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
+        if status is not None and status.code == Code.UNSCHEDULABLE and fw.pod_group_post_filter_plugins:
+            status = self._post_filter(fw, state, kept, status)
         self._submit(fw, group, pod_group, kept, results, status, started)
 
     def _fail_before_scheduling(
@@ -212,7 +228,7 @@ class PodGroupCycle:
             if status is not None and status.code == Code.ERROR:
                 return results, _error(f"failed to evaluate placement feasibility: {status.message}")
             if status is not None and status.code == Code.UNSCHEDULABLE:
-                return results, Status(Code.UNSCHEDULABLE, status.reasons, GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                return results, _group_unschedulable(*status.reasons)
             any_scheduled = False
             for info in members:
                 result = self._simulate_member(fw, info, reverts)
@@ -231,14 +247,61 @@ class PodGroupCycle:
                     break
                 any_scheduled = any_scheduled or placed
             if status is not None and status.code == Code.WAIT:
-                status = Status(Code.UNSCHEDULABLE, status.reasons, GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                status = _group_unschedulable(*status.reasons)
             if status is None and not any_scheduled:
                 # The framework wants at least one member placed to call the group a success.
-                status = Status(Code.UNSCHEDULABLE, (), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                status = _group_unschedulable()
             return results, status
         finally:
             for revert in reversed(reverts):
                 revert()
+
+    def _simulate_placements(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]
+    ) -> tuple[list[MemberResult], Status | None]:
+        """kube's podGroupSchedulingPlacementAlgorithm: the simulation once per generated placement,
+        the members seeing only its nodes; the feasible placements scored, the best one kept."""
+        sched = self.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        placements, status = fw.run_placement_generate(state, sched.snapshot.list())
+        if status is not None:
+            return [], status
+        first: tuple[list[MemberResult], Status | None] | None = None
+        feasible: list[tuple[Placement, list[MemberResult]]] = []
+        for placement in placements:
+            sched.placement = frozenset(info.name for info in placement.nodes)
+            try:
+                results, status = self._simulate(fw, state, members)
+            finally:
+                sched.placement = None
+            if status is not None and status.code == Code.ERROR:
+                return results, status
+            first = first or (results, status)
+            if status is None:
+                feasible.append((placement, results))
+        if not feasible:
+            results, first_status = first or ([], None)
+            # kube prints the first placement's status as an error: errPodGroupUnschedulable's text
+            # when it carries that error, else its message.
+            if first_status is not None and isinstance(first_status.error, GroupUnschedulable):
+                text = POD_GROUP_UNSCHEDULABLE
+            else:
+                text = first_status.message if first_status is not None else ""
+            return results, _group_unschedulable(
+                f"0/{len(placements)} placements are available, first placement status: {text}"
+            )
+        if len(feasible) == 1:
+            return feasible[0][1], None
+        candidates = [
+            (placement, [(r.info.pod, r.host) for r in results if r.status is None and r.host])
+            for placement, results in feasible
+        ]
+        totals, status = fw.run_placement_score(state, candidates)
+        if status is not None:
+            return [], status
+        best = max(totals)
+        ties = [i for i, total in enumerate(totals) if total == best]
+        return feasible[ties[sched.rng.randrange(len(ties))] if len(ties) > 1 else ties[0]][1], None
 
     def _simulate_member(self, fw: Framework, info: QueuedPodInfo, reverts: list[Callable[[], None]]) -> MemberResult:
         sched = self.sched
@@ -285,6 +348,17 @@ class PodGroupCycle:
         result.host = host
         return result
 
+    @staticmethod
+    def _post_filter(fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], status: Status) -> Status:
+        """kube's PodGroupPostFilter and applyPodGroupPostFilterResult: an error replaces the group's
+        status, anything else adds its message to the group's reasons."""
+        post = fw.run_pod_group_post_filter(state, [info.pod for info in members])
+        if post is not None and post.code == Code.ERROR:
+            return post
+        if post is None or not post.message:
+            return status
+        return Status(status.code, (*status.reasons, post.message), status.error, status.plugin)
+
     # ---- submission (kube's submitPodGroupAlgorithmResult) ------------------------------------
 
     def _submit(
@@ -314,7 +388,7 @@ class PodGroupCycle:
                         unschedulable += 1
                     continue
                 # Placed in the simulation, but the group is not: the member waits with its group.
-                rejected = Status(Code.UNSCHEDULABLE, (status.message,), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
+                rejected = _group_unschedulable(status.message)
                 sched.observe_attempt(fw, "unschedulable", started)
                 sched.handle_failure(fw, info, rejected, None, "")
             else:
@@ -360,6 +434,12 @@ class PodGroupCycle:
             )
         except Exception as exc:
             log.error("Failed to update PodGroup status", podGroup=pod_group.key, error=str(exc))
+
+
+def _group_unschedulable(*reasons: str) -> Status:
+    """kube's NewStatus(Unschedulable, reasons...).WithError(errPodGroupUnschedulable): the error's
+    text leads the message (kube's Status.Reasons puts it first)."""
+    return Status(Code.UNSCHEDULABLE, (POD_GROUP_UNSCHEDULABLE, *reasons), GroupUnschedulable(POD_GROUP_UNSCHEDULABLE))
 
 
 def _error(message: str) -> Status:

@@ -28,6 +28,8 @@ from scheduler.model.podgroups import API_VERSION, KIND, pod_group_name
 
 # GroupKey.api of upstream's PodGroups (pods join through spec.schedulingGroup.podGroupName).
 POD_GROUP_API = f"{API_VERSION}/{KIND}"
+# GroupKey.api of scheduler-plugins' PodGroup CRD (pods join by a label; Coscheduling's membership).
+SCHEDULER_PLUGINS_POD_GROUP_API = "scheduling.x-k8s.io/v1alpha1/PodGroup"
 
 
 class GroupKey(NamedTuple):
@@ -71,14 +73,16 @@ class PodGroupState:
         """Members assumed by a cycle or bound: what a gang's quorum at Permit counts."""
         return len(self.assumed) + len(self.assigned)
 
+    # Lists follow the order members were first seen (deterministic, unlike iterating the sets).
+
     def unscheduled_pods(self) -> list[Pod]:
-        return [self.pods[uid] for uid in self.unscheduled]
+        return [pod for uid, pod in self.pods.items() if uid in self.unscheduled]
 
     def assumed_pods(self) -> list[Pod]:
         return list(self.assumed.values())
 
     def scheduled_pods(self) -> list[Pod]:
-        return [self.pods[uid] for uid in self.assigned] + list(self.assumed.values())
+        return [pod for uid, pod in self.pods.items() if uid in self.assigned] + list(self.assumed.values())
 
     def empty(self) -> bool:
         return not self.pods and self.group is None
@@ -129,10 +133,15 @@ class PodGroupStates:
     def __init__(self) -> None:
         self._states: dict[GroupKey, PodGroupState] = {}
         self._membership: list[Membership] = []
+        # uid -> the group each member was last counted in: a membership read from labels can change
+        # (Coscheduling's), and the member must leave the group it was counted in, not the new one.
+        self._member_of: dict[str, GroupKey] = {}
 
     def add_membership(self, resolver: Membership) -> None:
-        """Register how pods name their group (first resolver that answers wins)."""
-        self._membership.append(resolver)
+        """Register how pods name their group (first resolver that answers wins); registering the same
+        resolver again (one plugin instance per profile) changes nothing."""
+        if resolver not in self._membership:
+            self._membership.append(resolver)
 
     def key_of(self, pod: Pod) -> GroupKey | None:
         for resolver in self._membership:
@@ -160,27 +169,34 @@ class PodGroupStates:
     # ---- members (cache and informers) -----------------------------------------------------
 
     def add_pod(self, pod: Pod) -> None:
-        """A member appeared or changed (bound members count as assigned)."""
+        """A member appeared or changed (bound members count as assigned); a pod whose group changed
+        moves, one that left every group is dropped."""
         key = self.key_of(pod)
+        previous = self._member_of.get(pod.uid)
+        if previous is not None and previous != key:
+            self.remove_pod(pod)
         if key is not None:
+            self._member_of[pod.uid] = key
             self._state(key)._add(pod)
 
+    def _counted_in(self, pod: Pod) -> PodGroupState | None:
+        key = self._member_of.get(pod.uid)
+        return self._states.get(key) if key is not None else None
+
     def remove_pod(self, pod: Pod) -> None:
-        key = self.key_of(pod)
+        key = self._member_of.pop(pod.uid, None)
         state = self._states.get(key) if key is not None else None
         if state is not None:
             state._remove(pod.uid)
             self._drop_if_empty(state)
 
     def assume_pod(self, pod: Pod) -> None:
-        key = self.key_of(pod)
-        state = self._states.get(key) if key is not None else None
+        state = self._counted_in(pod)
         if state is not None:
             state._assume(pod)
 
     def forget_pod(self, pod: Pod) -> None:
-        key = self.key_of(pod)
-        state = self._states.get(key) if key is not None else None
+        state = self._counted_in(pod)
         if state is not None:
             state._forget(pod.uid)
 

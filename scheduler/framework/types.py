@@ -218,6 +218,9 @@ class EventResource(enum.StrEnum):
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
     POD_GROUP = "scheduling.k8s.io/PodGroup"
+    # A custom resource is named <plural>.<version>.<group> (kube's convention for out-of-tree
+    # plugins' events): scheduler-plugins' PodGroup, which Coscheduling registers for.
+    SCHEDULER_PLUGINS_POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
     WILDCARD = "*"
 
 
@@ -474,3 +477,12 @@ class PlacementProgress:
 
     remaining: int
     scheduled: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A set of nodes a pod group is tried on as if they were the whole cluster (kube's fwk.Placement);
+    the name is the topology domain (empty for the whole cluster)."""
+
+    name: str
+    nodes: tuple[NodeInfo, ...]

@@ -382,15 +382,18 @@ class PriorityQueue:
     def add_attempted_group(self, group: QueuedPodGroupInfo, succeeded: bool) -> None:
         """The pod-group cycle ended: requeue the members it handed back and those that arrived
         meanwhile, together: straight to activeQ after a success (the rest of the group), else to
-        backoffQ while backing off."""
+        the error backoffQ while backing off."""
         held = self._groups_in_flight.pop(group.key, [])
         now = self._clock.now()
         for info in held:
             info.timestamp = now
             if succeeded:
                 self._push_active(info, SCHEDULE_ATTEMPT_FAILURE)
-            else:
-                self._requeue(info, SCHEDULE_ATTEMPT_FAILURE)
+                continue
+            # kube 1.37 records no rejector plugins on a pod-group entity, so a failed group waits its
+            # backoff out in full (the error backoffQ), never popped early by an idle queue.
+            info.error_backoff = True
+            self._requeue(info, SCHEDULE_ATTEMPT_FAILURE)
         self._prune_event_log()
         self._update_gauges()
 

@@ -25,13 +25,15 @@ from tests.conftest import api_client
 pytestmark = pytest.mark.cluster
 
 GATE = "--feature-gates=GenericWorkload=true"
+TAS_GATES = "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 PODGROUPS = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
 
 
 @pytest.fixture(scope="module")
 def gang_plane() -> Iterator[ControlPlane]:
     with ControlPlane(
-        feature_gates={"GenericWorkload": True}, runtime_config={"scheduling.k8s.io/v1beta1": "true"}
+        feature_gates={"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True},
+        runtime_config={"scheduling.k8s.io/v1beta1": "true"},
     ) as plane:
         yield plane
 
@@ -64,13 +66,11 @@ def _post(plane: ControlPlane, path: str, body: dict[str, Any]) -> dict[str, Any
     return created
 
 
-def create_pod_group(plane: ControlPlane, namespace: str, name: str, min_count: int) -> None:
-    body = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
-    }
+def create_pod_group(plane: ControlPlane, namespace: str, name: str, min_count: int, topology: str = "") -> None:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    body = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name}, "spec": spec}
     _post(plane, PODGROUPS.format(namespace=namespace), body)
 
 
@@ -116,10 +116,15 @@ def test_gang_waits_whole_then_binds_whole(gang_plane: ControlPlane, gang_core: 
             timeout=60,
             what="PodGroupInitiallyScheduled on the PodGroup",
         )
+        # As kube-scheduler v1.37.2 writes it on the same cluster (checked 2026-12-02).
+        group_message = (
+            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor"
+        )
         assert (condition["status"], condition["reason"], condition["message"]) == (
             "False",
             "Unschedulable",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+            group_message,
         )
         # PodGroups carry no metadata.generation: kube's ObservedGeneration is 0 and left out.
         assert "observedGeneration" not in condition
@@ -134,8 +139,8 @@ def test_gang_waits_whole_then_binds_whole(gang_plane: ControlPlane, gang_core: 
         )
         assert messages == [
             "0/2 nodes are available: 2 Insufficient cpu.",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
-            "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+            f"pod group is unschedulable, {group_message}",
+            f"pod group is unschedulable, {group_message}",
         ]
 
         make_node(core, f"{namespace}-n3", cpu="1", memory="4Gi")
@@ -149,6 +154,24 @@ def test_gang_waits_whole_then_binds_whole(gang_plane: ControlPlane, gang_core: 
             what="PodGroupInitiallyScheduled=True",
         )
         assert done["reason"] == "Scheduled"
+
+
+def test_topology_constrained_gang_is_placed_in_one_zone(
+    gang_plane: ControlPlane, gang_core: Any, gang_namespace: str
+) -> None:
+    namespace, core = gang_namespace, gang_core
+    scheduler = f"sched-{uuid.uuid4().hex[:8]}"
+    # Zone a cannot hold three 800m members (two 1-CPU nodes); zone b can.
+    for node, zone, cpu in (("a1", "a", "1"), ("a2", "a", "1"), ("b1", "b", "2"), ("b2", "b", "2")):
+        make_node(core, f"{namespace}-{node}", cpu=cpu, memory="4Gi", labels={f"{namespace}/zone": zone})
+    with running_scheduler(gang_plane, scheduler, extra_args=(TAS_GATES,)):
+        create_pod_group(gang_plane, namespace, "gang", 3, topology=f"{namespace}/zone")
+        for name in ("g1", "g2", "g3"):
+            create_member(gang_plane, namespace, name, scheduler, "gang", "800m")
+        placed = wait_for(
+            lambda: len(bound(core, namespace)) == 3 and bound(core, namespace), timeout=60, what="gang bound"
+        )
+        assert set(placed.values()) <= {f"{namespace}-b1", f"{namespace}-b2"}
 
 
 def test_gate_off_schedules_members_one_by_one(gang_plane: ControlPlane, gang_core: Any, gang_namespace: str) -> None:
