@@ -1,9 +1,10 @@
 """Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
 kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
-written onto watched objects; event posting is off; no peering), and of PodDisruptionBudgets
-for preemption; the pod, node and storage streams, whose volume grows with the scheduling rate
-(pods, their claims and PVs) and the cluster size (node heartbeats, CSINodes), go through the
+written onto watched objects; event posting is off; no peering), of PodDisruptionBudgets
+for preemption and of DeviceClasses and DeviceTaintRules for DRA; the pod, node, storage and
+ResourceClaim/ResourceSlice streams, whose volume grows with the scheduling rate (pods, their
+claims and PVs) and the cluster size (node heartbeats, CSINodes, slices), go through the
 lean Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
 server run beside them on the same event loop.
@@ -46,6 +47,7 @@ from scheduler.config import (
     load_config,
     validate_leader_election,
 )
+from scheduler.framework.dra import DEVICE_CLASS, DEVICE_TAINT_RULE, RESOURCE_CLAIM, RESOURCE_SLICE
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
 from scheduler.framework.volumes import (
@@ -107,6 +109,17 @@ VOLUME_KINDS = (
     ("storage.k8s.io", "v1", "csidrivers", CSI_DRIVER),
     ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
     ("storage.k8s.io", "v1", "volumeattachments", VOLUME_ATTACHMENT),
+)
+
+# DynamicResources' listers. Claims (one or more per pod) and slices (several per node) grow with
+# the scheduling rate and the cluster: the Reflector. Classes and taint rules are few: kopf.
+DRA_REFLECTED_KINDS = (
+    ("resource.k8s.io", "v1", "resourceclaims", RESOURCE_CLAIM),
+    ("resource.k8s.io", "v1", "resourceslices", RESOURCE_SLICE),
+)
+DRA_KOPF_KINDS = (
+    ("resource.k8s.io", "v1", "deviceclasses", DEVICE_CLASS),
+    ("resource.k8s.io", "v1", "devicetaintrules", DEVICE_TAINT_RULE),
 )
 
 
@@ -230,6 +243,13 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
 
         kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
 
+    for group, version, plural, kind in DRA_KOPF_KINDS:
+
+        async def dra_event(event: Mapping[str, Any], _kind: str = kind, **_: Any) -> None:
+            informers.on_dra_object(_kind, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(dra_event)
+
     return registry
 
 
@@ -260,6 +280,9 @@ def _volume_reflectors(client: HttpApiClient, informers: Informers) -> list[Refl
     for group, version, plural, kind in VOLUME_KINDS:
         path = collection_path(group, version, plural)
         reflectors.append(Reflector(client, path, functools.partial(informers.on_volume_object, kind)))
+    for group, version, plural, kind in DRA_REFLECTED_KINDS:
+        path = collection_path(group, version, plural)
+        reflectors.append(Reflector(client, path, functools.partial(informers.on_dra_object, kind)))
     return reflectors
 
 
@@ -275,6 +298,9 @@ async def _prime(
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)
+    for group, version, plural, kind in DRA_KOPF_KINDS:
+        for item in (await client.request("GET", collection_path(group, version, plural)))["items"]:
+            informers.on_dra_object(kind, "ADDED", item)
     for reflector in volumes:
         await reflector.list()
     await nodes.list()

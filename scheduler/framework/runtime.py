@@ -57,6 +57,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.framework.dra import DraManager
 from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
@@ -254,9 +255,11 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        dra: DraManager | None = None,
     ) -> None:
         self._client = client
         self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DraManager()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -316,6 +319,10 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
+
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]

@@ -1,0 +1,71 @@
+"""How DynamicResources sets up the structured allocator for one scheduling cycle: the features
+(v1.37.2's default gates), the devices already taken in the allocator's types, the CEL cache,
+and the Filter timeout as the allocator's deadline. No allocation logic of its own (that is
+structured/), no API.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plugins.dynamicresources.cel import compile_expression
+from plugins.dynamicresources.structured import (
+    AllocatedState,
+    Allocator,
+    AllocatorError,
+    DeviceID,
+    Features,
+    SharedDeviceID,
+)
+from scheduler.framework import dra
+from scheduler.model.objects import Node
+from scheduler.model.quantity import QuantityError, parse
+
+
+@dataclass(frozen=True)
+class AllocationSetup:
+    features: Features = field(default_factory=Features)
+
+
+def allocated_state(taken: dra.AllocatedState) -> AllocatedState:
+    """The tracker's view of taken devices in the allocator's types (capacity as exact Decimals)."""
+    state = AllocatedState(
+        {DeviceID(*device) for device in taken.devices},
+        {SharedDeviceID(*device, share) for device, share in taken.shared},
+    )
+    for device, consumed_list in taken.consumed.items():
+        for consumed in consumed_list:
+            amounts = {}
+            for name, value in consumed.items():
+                try:
+                    amounts[name] = parse(str(value)).exact
+                except QuantityError as exc:
+                    raise AllocatorError(f"device {'/'.join(device)}: consumed capacity {name}: {exc}") from exc
+            state.add_consumed_capacity(DeviceID(*device), amounts)
+    return state
+
+
+class NodeAllocator:
+    """One cycle's allocator with its Filter timeout (0: none)."""
+
+    def __init__(self, allocator: Allocator, timeout: float) -> None:
+        self.allocator = allocator
+        self.timeout = timeout
+
+    def allocate(self, node: Node, claims: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        deadline = time.monotonic() + self.timeout if self.timeout > 0 else None
+        return self.allocator.allocate(node, claims, deadline=deadline)
+
+
+def new_allocator(
+    setup: AllocationSetup,
+    state: AllocatedState,
+    classes: Mapping[str, Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]],
+    timeout: float,
+) -> NodeAllocator:
+    """Raises AllocatorError (a feature set no allocator supports)."""
+    return NodeAllocator(Allocator(setup.features, state, classes, slices, compile_expression), timeout)
