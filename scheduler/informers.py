@@ -17,6 +17,13 @@ from typing import Any
 import structlog
 
 from scheduler import metrics
+from scheduler.framework.dra import (
+    DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    DraManager,
+)
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -26,13 +33,6 @@ from scheduler.framework.events import (
     UNSCHEDULED_POD_UPDATE,
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
-)
-from scheduler.framework.dra import (
-    DEVICE_CLASS,
-    DEVICE_TAINT_RULE,
-    RESOURCE_CLAIM,
-    RESOURCE_SLICE,
-    DraManager,
 )
 from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
@@ -354,4 +354,6 @@ class Informers:
 
 def _same_version(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """A relist repeating what we have."""
-    return bool((old.get("metadata") or {}).get("resourceVersion") == (new.get("metadata") or {}).get("resourceVersion"))
+    return bool(
+        (old.get("metadata") or {}).get("resourceVersion") == (new.get("metadata") or {}).get("resourceVersion")
+    )

@@ -35,8 +35,8 @@ from plugins.dynamicresources.claims import (
     ClaimStore,
     claim_ref,
     meta,
-    namespace_of,
     name_of,
+    namespace_of,
     pod_reference,
     pod_resource_claims,
     requests_of,
@@ -269,9 +269,7 @@ class DynamicResources:
         if not class_name:
             return Status.as_error(ValueError(f"request {request_name}: unsupported request type"), NAME)
         if self.dra.device_class(class_name) is None:
-            return Status.unresolvable(
-                f"request {request_name}: device class {class_name} does not exist", plugin=NAME
-            )
+            return Status.unresolvable(f"request {request_name}: device class {class_name} does not exist", plugin=NAME)
         return None
 
     def pre_filter_extensions(self) -> None:
@@ -556,28 +554,26 @@ class DynamicResources:
             await ext.patch_pod_status(client, pod, written, found.container_mappings if found else [])
         return written
 
-    async def _write_claim(
-        self, claim: ClaimObject, allocation: Mapping[str, Any] | None, pod: Pod
-    ) -> ClaimObject:
+    async def _write_claim(self, claim: ClaimObject, allocation: Mapping[str, Any] | None, pod: Pod) -> ClaimObject:
         client = self.handle.client
         if meta(claim).get("deletionTimestamp"):
             raise ClaimProblem(f"claim {claim_ref(claim)} got deleted in the meantime")
-        claim = copy.deepcopy(dict(claim))
-        status = claim.setdefault("status", {})
+        body: dict[str, Any] = copy.deepcopy(dict(claim))
+        status = body.setdefault("status", {})
         if allocation is not None:
             if status.get("allocation") is not None:
-                raise ClaimProblem(f"claim {claim_ref(claim)} got allocated elsewhere in the meantime")
-            finalizers = claim.setdefault("metadata", {}).get("finalizers") or []
+                raise ClaimProblem(f"claim {claim_ref(body)} got allocated elsewhere in the meantime")
+            finalizers = body.setdefault("metadata", {}).get("finalizers") or []
             if FINALIZER not in finalizers:
-                claim["metadata"]["finalizers"] = [*finalizers, FINALIZER]
-                claim = copy.deepcopy(dict(await client.update_resource_claim(claim)))
-                status = claim.setdefault("status", {})
+                body["metadata"]["finalizers"] = [*finalizers, FINALIZER]
+                body = copy.deepcopy(dict(await client.update_resource_claim(body)))
+                status = body.setdefault("status", {})
             status["allocation"] = copy.deepcopy(dict(allocation))
         status["reservedFor"] = [*(status.get("reservedFor") or ()), pod_reference(pod)]
         if status.get("allocation") is None:
-            raise ClaimProblem(f"claim {claim_ref(claim)} got deallocated elsewhere in the meantime")
+            raise ClaimProblem(f"claim {claim_ref(body)} got deallocated elsewhere in the meantime")
         status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
-        return await client.update_resource_claim_status(claim)
+        return await client.update_resource_claim_status(body)
 
     async def _wait_for_binding_conditions(self, data: _StateData, pod: Pod, node_name: str) -> Status | None:
         if not has_binding_conditions(data.claims):

@@ -74,7 +74,9 @@ def check_for_pod(pod: Pod, claim: ClaimObject) -> None:
             f"ResourceClaim {namespace}/{name} is not in the same namespace as Pod {pod.namespace}/{pod.name}"
         )
     if not is_controlled_by(claim, pod.uid):
-        raise ClaimProblem(f"ResourceClaim {namespace}/{name} was not created for Pod {pod.namespace}/{pod.name} (Pod is not owner)")
+        raise ClaimProblem(
+            f"ResourceClaim {namespace}/{name} was not created for Pod {pod.namespace}/{pod.name} (Pod is not owner)"
+        )
 
 
 def pod_resource_claims(pod: Pod, tracker: ClaimTracker) -> list[ClaimObject]:

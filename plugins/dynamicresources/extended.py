@@ -12,6 +12,7 @@ client they are given (PreBind, Unreserve, PostFilter only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -143,10 +144,12 @@ def _request_for_container(
         if request is None:
             continue
         covered += int(request["exactly"]["count"])
-        mappings.append({"containerName": container.get("name", ""), "resourceName": resource, "requestName": request["name"]})
+        mappings.append(
+            {"containerName": container.get("name", ""), "resourceName": resource, "requestName": request["name"]}
+        )
         if covered >= wanted:
             return None, mappings
-    names = sorted(((container.get("resources") or {}).get("requests") or {}))
+    names = sorted((container.get("resources") or {}).get("requests") or {})
     position = names.index(resource) if resource in names else 0
     name = f"container-{index}-request-{position}"
     request = {
@@ -164,9 +167,7 @@ def requests_and_mappings(
     sidecars) and one for the largest short-lived init container, per resource, sorted by name."""
     init = list(pod.spec.get("initContainers") or ())
     containers = [*init, *(pod.spec.get("containers") or ())]
-    long_lived = [
-        i for i, c in enumerate(containers) if i >= len(init) or c.get("restartPolicy") == "Always"
-    ]
+    long_lived = [i for i, c in enumerate(containers) if i >= len(init) or c.get("restartPolicy") == "Always"]
     short_lived = [i for i in range(len(init)) if i not in long_lived]
     requests: list[dict[str, Any]] = []
     mappings: list[dict[str, str]] = []
@@ -220,10 +221,8 @@ async def wait_in_tracker(dra: DraManager, claim: ClaimObject) -> bool:
     deadline = time.monotonic() + ASSUME_EXTENDED_CLAIM_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if dra.claims.get(namespace_of(claim), name_of(claim)) is not None:
-            try:
+            with contextlib.suppress(ValueError):  # the informer already has a newer version
                 dra.claims.assume(claim)
-            except ValueError:
-                pass  # the informer already has a newer version
             return True
         await asyncio.sleep(ASSUME_POLL_SECONDS)
     return False
