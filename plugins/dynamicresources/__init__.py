@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import structlog
 
 from plugins.dynamicresources import extended as ext
@@ -49,11 +50,12 @@ from plugins.dynamicresources.structured import (
     AllocatorError,
     FailedAllocationOnNodeError,
 )
-from plugins.helper import default_normalize_score
+from plugins.helper import default_normalize_batch, default_normalize_score
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.framework.dra import FINALIZER, ClaimObject, allocation_of, uid_of
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ClusterEventWithHint,
@@ -342,7 +344,10 @@ class DynamicResources:
             return False
         if not any(r.get("bindingConditions") for r in (allocation.get("devices") or {}).get("results") or ()):
             return False
-        allocated_at = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        try:
+            allocated_at = datetime.fromisoformat(str(stamp)).timestamp()
+        except ValueError:
+            return False  # the apiserver validates it; nothing to time out from otherwise
         return allocated_at + self.args.binding_timeout < time.time()
 
     # ---- PostFilter ----------------------------------------------------------------------
@@ -421,12 +426,22 @@ class DynamicResources:
                         score += FIRST_AVAILABLE_MAX_SIZE - i
         return score, None
 
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        """Every pod without claims scores 0 everywhere: no Python call per node for them."""
+        data = state.get(STATE_KEY)
+        if data is None or not data.claims.empty():
+            return None
+        return np.zeros(len(rows), np.int64)
+
     def score_extensions(self) -> DynamicResources:
         return self
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray:
+        return default_normalize_batch(MAX_NODE_SCORE, False, scores)
 
     # ---- Reserve / Unreserve -------------------------------------------------------------
 
@@ -472,7 +487,8 @@ class DynamicResources:
                 self.handle.spawn(self._unreserve_claim(claim, pod))
         extended_claim = data.claims.extended_claim()
         if extended_claim is not None:
-            self.dra.claims.maybe_remove_pending_allocation(uid_of(extended_claim), True)
+            if self.dra.claims.maybe_remove_pending_allocation(data.claims.initial_extended_uid, False):
+                self.dra.claims.restore(namespace_of(extended_claim), name_of(extended_claim))
             if name_of(extended_claim) != ext.SPECIAL_CLAIM_NAME:
                 self.handle.spawn(self._delete_claim(extended_claim))
 

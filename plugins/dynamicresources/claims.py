@@ -119,13 +119,16 @@ class ClaimStore:
 
     claims: list[ClaimObject] = field(default_factory=list)
     num_user: int = 0
+    # The special claim's uid at PreFilter: its in-flight allocation stays under it after PreBind
+    # created the claim (which the apiserver gives another uid).
+    initial_extended_uid: str = ""
 
     @classmethod
     def of(cls, user_claims: list[ClaimObject], extended: ClaimObject | None) -> ClaimStore:
         claims = list(user_claims)
         if extended is not None:
             claims.append(extended)
-        return cls(claims, len(user_claims))
+        return cls(claims, len(user_claims), uid_of(extended) if extended is not None else "")
 
     def empty(self) -> bool:
         return not self.claims

@@ -54,7 +54,10 @@ def resource_slice(node: str, devices: int) -> dict[str, Any]:
 
 
 def exactly(name: str, count: int = 1, device_class_name: str = CLASS) -> dict[str, Any]:
-    return {"name": name, "exactly": {"deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count}}
+    return {
+        "name": name,
+        "exactly": {"deviceClassName": device_class_name, "allocationMode": "ExactCount", "count": count},
+    }
 
 
 def claim(name: str, *requests: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
@@ -250,9 +253,7 @@ def test_template_claim_of_another_pod_is_refused() -> None:
         pod.obj()
     )
     assert status is not None
-    assert status.reasons == (
-        "ResourceClaim default/other-gpu was not created for Pod default/p (Pod is not owner)",
-    )
+    assert status.reasons == ("ResourceClaim default/other-gpu was not created for Pod default/p (Pod is not owner)",)
 
 
 def test_missing_device_class_is_kubes_message() -> None:
@@ -388,7 +389,13 @@ def test_args_validation(args: dict[str, Any], error: str) -> None:
 
 
 def test_binding_conditions() -> None:
-    result = {"driver": DRIVER, "pool": "p", "device": "d", "bindingConditions": ["Ready"], "bindingFailureConditions": ["Failed"]}
+    result = {
+        "driver": DRIVER,
+        "pool": "p",
+        "device": "d",
+        "bindingConditions": ["Ready"],
+        "bindingFailureConditions": ["Failed"],
+    }
     allocated = {"metadata": {"name": "c"}, "status": {"allocation": {"devices": {"results": [result]}}}}
     assert claim_ready_for_binding(allocated) is False  # no device status yet
     device = {"driver": DRIVER, "pool": "p", "device": "d", "conditions": [{"type": "Ready", "status": "True"}]}
