@@ -240,7 +240,7 @@ class DynamicResources:
                     self.setup,
                     allocated_state(self.dra.claims.allocated_state()),
                     self.dra.device_classes(),
-                    self.dra.resource_slices(),
+                    self.setup.slices(self.dra),
                     self.args.filter_timeout,
                 )
             except AllocatorError as exc:

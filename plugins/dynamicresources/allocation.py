@@ -20,14 +20,24 @@ from plugins.dynamicresources.structured import (
     Features,
     SharedDeviceID,
 )
+from plugins.dynamicresources.structured.taintrules import apply_device_taint_rules
 from scheduler.framework import dra
 from scheduler.model.objects import Node
 from scheduler.model.quantity import QuantityError, parse
 
 
-@dataclass(frozen=True)
+@dataclass
 class AllocationSetup:
     features: Features = field(default_factory=Features)
+    # The slices with DeviceTaintRules applied, for the DraManager's slices generation.
+    _patched: tuple[int, list[Mapping[str, Any]]] | None = None
+
+    def slices(self, manager: dra.DraManager) -> list[Mapping[str, Any]]:
+        """kube's ListWithDeviceTaintRules, redone only when slices or rules changed."""
+        generation = manager.slices_generation
+        if self._patched is None or self._patched[0] != generation:
+            self._patched = (generation, apply_device_taint_rules(manager.resource_slices(), manager.taint_rules()))
+        return self._patched[1]
 
 
 def allocated_state(taken: dra.AllocatedState) -> AllocatedState:

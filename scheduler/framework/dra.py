@@ -13,7 +13,6 @@ taken for all). It never talks to the API and never mutates an object it was giv
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -247,7 +246,7 @@ class DraManager:
         self._slices: dict[str, Mapping[str, Any]] = {}
         self._classes: dict[str, Mapping[str, Any]] = {}
         self._taint_rules: dict[str, Mapping[str, Any]] = {}
-        self._patched: list[Mapping[str, Any]] | None = None
+        self._slices_generation = 0
         self._by_resource: dict[str, Mapping[str, Any]] | None = None
         for kind, obj in objects:
             self.upsert(kind, obj)
@@ -276,7 +275,7 @@ class DraManager:
         if kind == DEVICE_CLASS:
             self._by_resource = None
         else:
-            self._patched = None
+            self._slices_generation += 1
 
     def device_class(self, name: str) -> Mapping[str, Any] | None:
         return self._classes.get(name)
@@ -305,12 +304,13 @@ class DraManager:
         return list(self._taint_rules.values())
 
     def resource_slices(self) -> list[Mapping[str, Any]]:
-        """Every ResourceSlice with the DeviceTaintRules' taints appended to the devices they select
-        (kube's ListWithDeviceTaintRules); computed once per change of slices or rules."""
-        if self._patched is None:
-            rules = [rule for rule in self._taint_rules.values() if (rule.get("spec") or {}).get("deviceSelector")]
-            self._patched = [_apply_taint_rules(s, rules) for s in self._slices.values()]
-        return self._patched
+        """Every ResourceSlice as the informer has it (DeviceTaintRules not applied)."""
+        return list(self._slices.values())
+
+    @property
+    def slices_generation(self) -> int:
+        """Moves whenever a ResourceSlice or a DeviceTaintRule changes (caches of patched slices key on it)."""
+        return self._slices_generation
 
 
 def _created(obj: Mapping[str, Any]) -> float:
@@ -318,24 +318,3 @@ def _created(obj: Mapping[str, Any]) -> float:
     if not stamp:
         return 0.0
     return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def _apply_taint_rules(slice_: Mapping[str, Any], rules: list[Mapping[str, Any]]) -> Mapping[str, Any]:
-    spec = slice_.get("spec") or {}
-    driver, pool = spec.get("driver"), (spec.get("pool") or {}).get("name")
-    patched: dict[str, Any] | None = None
-    for rule in rules:
-        rule_spec = rule.get("spec") or {}
-        selector = rule_spec.get("deviceSelector") or {}
-        if selector.get("driver") is not None and selector["driver"] != driver:
-            continue
-        if selector.get("pool") is not None and selector["pool"] != pool:
-            continue
-        for index, device in enumerate(spec.get("devices") or ()):
-            if selector.get("device") is not None and selector["device"] != device.get("name"):
-                continue
-            if patched is None:
-                patched = copy.deepcopy(dict(slice_))
-            target = patched["spec"]["devices"][index]
-            target["taints"] = [*(target.get("taints") or ()), rule_spec.get("taint") or {}]
-    return patched if patched is not None else slice_
