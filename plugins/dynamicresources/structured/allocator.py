@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from plugins.dynamicresources.cel import CELError, CompilationResult
+from plugins.dynamicresources.cel import CELError, CompilationResult, enhance_runtime_error
 from scheduler.model.objects import Node
 
 from . import capacity as cap
@@ -568,7 +568,9 @@ class _Run:
                     allow_multiple_allocations=bool(device.get("allowMultipleAllocations")),
                 )
             except CELError as exc:
-                raise AllocatorError(f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {exc}") from exc
+                raise AllocatorError(
+                    f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {enhance_runtime_error(str(exc))}"
+                ) from exc
             if not matches:
                 return False
         return True
