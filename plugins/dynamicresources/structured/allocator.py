@@ -568,8 +568,9 @@ class _Run:
                     allow_multiple_allocations=bool(device.get("allowMultipleAllocations")),
                 )
             except CELError as exc:
+                detail = enhance_runtime_error(str(exc))
                 raise AllocatorError(
-                    f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {enhance_runtime_error(str(exc))}"
+                    f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {detail}"
                 ) from exc
             if not matches:
                 return False
