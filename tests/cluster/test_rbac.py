@@ -53,6 +53,10 @@ KEPT: Mapping[tuple[str, str, str], str] = {
     "whose binding failed (Unreserve) or that fits no node any more (PostFilter)",
     ("resource.k8s.io", "resourceclaims/status", "patch"): "DynamicResources' Unreserve removes the pod from a "
     "claim's reservedFor after a failed binding cycle",
+    ("resource.k8s.io", "resourceclaims/binding", "update"): "the apiserver authorizes a status update that changes "
+    "status.allocation or status.reservedFor against this synthetic subresource (no request names it; without it "
+    "PreBind's status update is refused: 422 ... requires resource=resourceclaims/binding)",
+    ("resource.k8s.io", "resourceclaims/binding", "patch"): "as update, for Unreserve's status patch of reservedFor",
 }
 
 AUDIT_POLICY = {
