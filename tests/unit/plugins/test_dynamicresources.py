@@ -22,7 +22,7 @@ from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
 from scheduler.framework.dra import DEVICE_CLASS, FINALIZER, RESOURCE_CLAIM, RESOURCE_SLICE
-from scheduler.framework.types import QueueingHint
+from scheduler.framework.types import Code, CycleState, QueueingHint
 from scheduler.informers import Informers
 from scheduler.schedule_one import Scheduler
 from scheduler.testing.builders import make_pod
@@ -403,3 +403,44 @@ def test_binding_conditions() -> None:
     failed = {**device, "conditions": [{"type": "Failed", "status": "True", "reason": "R", "message": "m"}]}
     with pytest.raises(dynamicresources.DeviceBindingError, match='claim=c, reason=R, message="m"'):
         claim_ready_for_binding({**allocated, "status": {**allocated["status"], "devices": [failed]}})
+
+
+def test_pre_bind_waits_for_binding_conditions_then_times_out() -> None:
+    """An allocated claim whose device has binding conditions: PreBind reserves it, then waits; a
+    condition that never comes true fails the attempt after bindingTimeout (kube's error)."""
+    from scheduler.testing.builders import make_handle, make_node, node_info
+
+    handle = make_handle(node_info(make_node("n0")))
+    client = handle.client
+    assert isinstance(client, FakeApiClient)
+    bound = claim("gpu")
+    bound["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": DRIVER,
+                        "pool": "n0",
+                        "device": "gpu-0",
+                        "bindingConditions": ["ready"],
+                    }
+                ]
+            }
+        }
+    }
+    handle.dra.upsert(RESOURCE_CLAIM, bound)
+    client.resource_claims["default/gpu"] = copy.deepcopy(bound)
+    plugin = dynamicresources.DynamicResources(parse_args({"bindingTimeout": "1s"}), handle)
+    pod = pod_with_claims("p", "gpu").obj()
+    state = CycleState()
+
+    async def cycle() -> Any:
+        assert plugin.pre_filter(state, pod, [])[1] is None
+        assert plugin.reserve(state, pod, "n0") is None
+        return await plugin.pre_bind(state, pod, "n0")
+
+    status = asyncio.run(cycle())
+    assert status is not None and status.code == Code.ERROR
+    assert status.message == "device binding timeout: claim=gpu"  # allocationTimestamp + bindingTimeout passed
+    assert [e["name"] for e in client.resource_claims["default/gpu"]["status"]["reservedFor"]] == ["p"]
