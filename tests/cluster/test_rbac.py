@@ -309,8 +309,8 @@ def _dra_workload(plane: ControlPlane, core: Any) -> None:
         status, raw = plane.http_request("POST", path, body)
         assert status == 201, raw
     container = {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}
-    extended = {**container, "resources": {"requests": {"cpu": "10m", "example.com/rbac-gpu": "1"}}}
-    extended["resources"]["limits"] = {"example.com/rbac-gpu": "1"}
+    gpu = {"example.com/rbac-gpu": "1"}
+    extended = {**container, "resources": {"requests": {"cpu": "10m", **gpu}, "limits": gpu}}
     for name, spec in (
         ("dra", {"containers": [container], "resourceClaims": [{"name": "gpu", "resourceClaimName": "rbac-claim"}]}),
         ("dra-extended", {"containers": [extended]}),

@@ -208,7 +208,7 @@ def test_event_of_the_gating_plugin_reruns_pre_enqueue(clock: FakeClock) -> None
         return None if p.name in claims else Status.unresolvable("no claim", plugin="Holder")
 
     def hint(p: Pod, old: Any, new: Any) -> QueueingHint:
-        return QueueingHint.QUEUE if new == p.name else QueueingHint.SKIP
+        return QueueingHint.QUEUE if new["metadata"]["name"] == p.name else QueueingHint.SKIP
 
     fit = NodeResourcesFit(parse_args({}))
     profile = QueueProfile(
@@ -221,9 +221,9 @@ def test_event_of_the_gating_plugin_reruns_pre_enqueue(clock: FakeClock) -> None
     assert queue.where("p") == GATED_Q
     queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))  # not the gating plugin's
     claims.add("p")
-    queue.move_all_to_active_or_backoff(claim_add, None, "other")  # its hint says skip
+    queue.move_all_to_active_or_backoff(claim_add, None, {"metadata": {"name": "other"}})  # its hint says skip
     assert queue.where("p") == GATED_Q
-    queue.move_all_to_active_or_backoff(claim_add, None, "p")
+    queue.move_all_to_active_or_backoff(claim_add, None, {"metadata": {"name": "p"}})
     assert queue.where("p") == ACTIVE_Q
 
 

@@ -396,13 +396,17 @@ def test_binding_conditions() -> None:
         "bindingConditions": ["Ready"],
         "bindingFailureConditions": ["Failed"],
     }
-    allocated = {"metadata": {"name": "c"}, "status": {"allocation": {"devices": {"results": [result]}}}}
-    assert claim_ready_for_binding(allocated) is False  # no device status yet
+    allocation = {"devices": {"results": [result]}}
+
+    def with_devices(*devices: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "c"}, "status": {"allocation": allocation, "devices": list(devices)}}
+
+    assert claim_ready_for_binding(with_devices()) is False  # no device status yet
     device = {"driver": DRIVER, "pool": "p", "device": "d", "conditions": [{"type": "Ready", "status": "True"}]}
-    assert claim_ready_for_binding({**allocated, "status": {**allocated["status"], "devices": [device]}}) is True
+    assert claim_ready_for_binding(with_devices(device)) is True
     failed = {**device, "conditions": [{"type": "Failed", "status": "True", "reason": "R", "message": "m"}]}
     with pytest.raises(dynamicresources.DeviceBindingError, match='claim=c, reason=R, message="m"'):
-        claim_ready_for_binding({**allocated, "status": {**allocated["status"], "devices": [failed]}})
+        claim_ready_for_binding(with_devices(failed))
 
 
 def test_pre_bind_waits_for_binding_conditions_then_times_out() -> None:

@@ -83,11 +83,11 @@ def prioritized_claim(class_name: str) -> dict[str, Any]:
     return obj
 
 
-def allocated(obj: dict[str, Any], node: str = NODE, **result: Any) -> dict[str, Any]:
+def allocated(obj: dict[str, Any], node: str = NODE, result: dict[str, Any] | None = None) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
     obj["status"]["allocation"] = {
         "devices": {
-            "results": [{"request": "req-1", "driver": DRIVER, "pool": node, "device": "instance-1", **result}]
+            "results": [{"request": "req-1", "driver": DRIVER, "pool": node, "device": "instance-1", **(result or {})}]
         },
         "nodeSelector": {
             "nodeSelectorTerms": [
@@ -134,7 +134,7 @@ class Case:
 
 
 def failed_binding() -> dict[str, Any]:
-    obj = allocated(claim(), **BINDING)
+    obj = allocated(claim(), result=BINDING)
     obj["status"]["devices"] = [
         {"driver": DRIVER, "pool": NODE, "device": "instance-1", "conditions": [{"type": "failed", "status": "True"}]}
     ]
@@ -142,7 +142,7 @@ def failed_binding() -> dict[str, Any]:
 
 
 def timed_out_binding() -> dict[str, Any]:
-    obj = allocated(claim(), **BINDING)
+    obj = allocated(claim(), result=BINDING)
     obj["status"]["allocation"]["allocationTimestamp"] = "2020-01-01T00:00:00Z"
     obj["status"]["devices"] = [{"driver": DRIVER, "pool": NODE, "device": "instance-1"}]
     return obj
@@ -272,7 +272,7 @@ def _verdict(status: Status | None) -> tuple[Code, str] | None:
 def test_plugin(case: Case) -> None:
     node = make_node(NODE).label("kubernetes.io/hostname", NODE).capacity(cpu="10", memory="10Gi", pods="110")
     if case.node_allocatable:
-        node = node.capacity(**case.node_allocatable)
+        node = node.capacity(case.node_allocatable)
     info = node_info(node.obj())
     handle = make_handle(info)
     client = handle.client

@@ -1228,7 +1228,7 @@ def test_dra_extended_resources_are_delegated(
     dra = DraManager([(DEVICE_CLASS, {"metadata": {"name": "c"}, "spec": {"extendedResourceName": DRA_RESOURCE}})])
     plugin = fit.NodeResourcesFit(fit.parse_args({}), dra)
     pod = make_pod("p").container(requests=requests).obj()
-    info = node_info(make_node("n").capacity(cpu="10", memory="20", pods="32", **allocatable))
+    info = node_info(make_node("n").capacity({"cpu": "10", "memory": "20", "pods": "32", **allocatable}))
     state = CycleState()
     plugin.pre_filter(state, pod, [info])
     status = plugin.filter(state, pod, info)
