@@ -30,7 +30,13 @@ import numpy as np
 import structlog
 
 from plugins.dynamicresources import extended as ext
-from plugins.dynamicresources.allocation import AllocationSetup, NodeAllocator, allocated_state, new_allocator
+from plugins.dynamicresources.allocation import (
+    AllocationSetup,
+    NodeAllocator,
+    allocated_state,
+    allocator_features,
+    new_allocator,
+)
 from plugins.dynamicresources.claims import (
     ClaimProblem,
     ClaimStore,
@@ -183,7 +189,7 @@ class DynamicResources:
         self.args = args
         self.handle = handle
         self.dra = handle.dra
-        self.setup = AllocationSetup()
+        self.setup = AllocationSetup(allocator_features(handle.feature_gates))
 
     # ---- PreEnqueue ----------------------------------------------------------------------
 

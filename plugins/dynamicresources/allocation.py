@@ -21,9 +21,29 @@ from plugins.dynamicresources.structured import (
     SharedDeviceID,
 )
 from plugins.dynamicresources.structured.taintrules import apply_device_taint_rules
+from scheduler import features
+from scheduler.features import FeatureGates
 from scheduler.framework import dra
 from scheduler.model.objects import Node
 from scheduler.model.quantity import QuantityError, parse
+
+
+def allocator_features(gates: FeatureGates) -> Features:
+    """kube's AllocatorFeatures: the allocator's options from the feature gates in force."""
+    return Features(
+        admin_access=gates.enabled(features.DRA_ADMIN_ACCESS),
+        compatibility_groups=gates.enabled("DRADeviceCompatibilityGroups"),
+        consumable_capacity=gates.enabled(features.DRA_CONSUMABLE_CAPACITY),
+        derived_attributes=gates.enabled("DRADerivedAttributes"),
+        device_binding_and_status=gates.enabled(features.DRA_DEVICE_BINDING_CONDITIONS)
+        and gates.enabled(features.DRA_RESOURCE_CLAIM_DEVICE_STATUS),
+        device_taints=gates.enabled(features.DRA_DEVICE_TAINTS),
+        fractional_capacity_range=gates.enabled(features.DRA_FRACTIONAL_CAPACITY_RANGE),
+        list_type_attributes=gates.enabled("DRAListTypeAttributes"),
+        optional_node_operations=gates.enabled("DRAOptionalNodeOperations"),
+        partitionable_devices=gates.enabled(features.DRA_PARTITIONABLE_DEVICES),
+        prioritized_list=gates.enabled(features.DRA_PRIORITIZED_LIST),
+    )
 
 
 @dataclass
