@@ -23,6 +23,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
@@ -65,7 +66,6 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
-from scheduler.framework.dra import DraManager
 from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
