@@ -23,6 +23,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
@@ -276,6 +277,7 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        dra: DraManager | None = None,
         feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
         pod_groups: PodGroupStates | None = None,
     ) -> None:
@@ -283,6 +285,7 @@ class FrameworkHandle:
         self._feature_gates = feature_gates
         self._pod_groups = pod_groups if pod_groups is not None else PodGroupStates()
         self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DraManager()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -350,6 +353,10 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
+
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]
