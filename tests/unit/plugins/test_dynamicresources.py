@@ -475,3 +475,12 @@ def test_claim_write_errors_read_as_kubes_and_conflicts_are_retried() -> None:
         'running PreBind plugin "DynamicResources": add allocation and reservation to claim default/b: '
         'ResourceClaim.resource.k8s.io "b" is invalid: status.allocation: Forbidden'
     )
+
+
+def test_the_plugin_allocates_with_v1_37_2s_default_gates_not_the_allocators_test_defaults() -> None:
+    from plugins.dynamicresources.allocation import allocator_features
+    from scheduler.features import FeatureGates
+
+    options = allocator_features(FeatureGates())
+    assert options.fractional_capacity_range is False  # beta, off below min-compatibility 1.37
+    assert options.consumable_capacity and options.partitionable_devices and options.device_taints
