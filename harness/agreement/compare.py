@@ -114,10 +114,11 @@ class GroupObservation:
     @property
     def verdict(self) -> str:
         bound = len(self.bound)
-        if bound == len(self.members):
+        present = sum(o.verdict != "deleted" for o in self.outcomes)  # the scenario deleted the others
+        if bound == present:
             return "bound"
         if bound:
-            return f"partly bound ({bound}/{len(self.members)})"
+            return f"partly bound ({bound}/{present})"
         if any(o.verdict in ("unschedulable", "error") for o in self.outcomes):
             return "unschedulable"
         if all(o.verdict == "preempted" for o in self.outcomes):

@@ -175,11 +175,24 @@ def default_gates(version: str | None = None) -> dict[str, bool]:
     source = (perf_root(version).parents[2] / "pkg" / "features" / "kube_features.go").read_text()
     table = source[source.index("defaultVersionedKubernetesFeatureGates") :]
     gates: dict[str, bool] = {}
+    # A spec with a MinCompatibilityVersion applies only when the cluster's minimum compatibility
+    # version (one minor below, by default) has reached it: DRAFractionalCapacityRange is off in 1.37.
+    compatible = (minor[0], minor[1] - 1)
     for block in re.finditer(r"\n\t(\w+): \{(.*?)\n\t\},", table, re.S):
-        specs = re.findall(r'MustParse\("(\d+)\.(\d+)"\), Default: (true|false)', block.group(2))
-        applicable = [(int(a), int(b), d) for a, b, d in specs if (int(a), int(b)) <= minor]
+        applicable = []
+        for spec in re.findall(r"\{Version:[^{}]*\}", block.group(2)):
+            since = re.search(r'Version: version\.MustParse\("(\d+)\.(\d+)"\)', spec)
+            default = re.search(r"Default: (true|false)", spec)
+            floor = re.search(r'MinCompatibilityVersion: version\.MustParse\("(\d+)\.(\d+)"\)', spec)
+            if since is None or default is None:
+                continue
+            if (int(since[1]), int(since[2])) > minor:
+                continue
+            if floor is not None and (int(floor[1]), int(floor[2])) > compatible:
+                continue
+            applicable.append(default[1] == "true")
         if applicable:
-            gates[block.group(1)] = applicable[-1][2] == "true"
+            gates[block.group(1)] = applicable[-1]
     return gates
 
 

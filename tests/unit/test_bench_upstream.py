@@ -128,3 +128,11 @@ def test_an_ours_variant_is_ours_with_environment_settings() -> None:
     for bad in ("nolabel", ":A=1", "label:", "label:novalue"):
         with pytest.raises(ValueError, match="LABEL:NAME=VALUE"):
             ours_variant(bad)
+
+
+def test_release_defaults_honour_min_compatibility_and_agree_with_the_schedulers_gates() -> None:
+    from scheduler.features import KNOWN_GATES
+
+    gates = default_gates()
+    assert gates["DRAFractionalCapacityRange"] is False  # its "true" spec needs min-compatibility 1.37
+    assert {name: gates[name] for name in KNOWN_GATES} == {name: spec.default for name, spec in KNOWN_GATES.items()}
