@@ -3,9 +3,11 @@ in-process replay of our framework, and the pod-by-pod comparison of the two run
 
 Per pod: bound vs unschedulable; the FailedScheduling message (the part PostFilter plugins add, `
 preemption: ...`, is cut off and counted apart); whether our node is among kube-scheduler's
-top-scored nodes (its `-v=10` "Calculated node's final score for pod" lines); and whether each
+top-scored nodes (its `-v=10` "Calculated node's final score for pod" lines); whether each
 scheduler's node is one ours could have chosen (our framework replayed with FakeApiClient over the
-nodes and pods the pod met in that run).
+nodes and pods the pod met in that run); claim by claim, whether it was allocated, which devices
+(driver/pool/device/request, admin access, consumed capacity) and whom it is reserved for; and
+whether kube-scheduler did what the scenario says it should (`expect:`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,22 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from harness.agreement.scenarios import DRA_STATE_MISSING, KUBE, OURS, POST_FILTER_REASONS, Scenario, scheduler_name
+from harness.agreement.dra import AllocatedDevice, ClaimOutcome
+from harness.agreement.scenarios import (
+    DRA_STATE_MISSING,
+    KUBE,
+    OURS,
+    POST_FILTER_REASONS,
+    ActionStep,
+    Expectation,
+    Scenario,
+    scheduler_name,
+)
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import SchedulerConfig
@@ -54,6 +66,7 @@ class ClusterState:
     nodes: tuple[Raw, ...]
     pods: tuple[Raw, ...]
     volumes: tuple[tuple[str, Raw], ...] = ()  # (kind, object): the volume plugins' listers
+    resources: tuple[tuple[str, Raw], ...] = ()  # (kind, object): resource.k8s.io, DynamicResources' listers
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,7 @@ class Observation:
     outcome: Outcome
     encounter: Encounter | None = None  # pod steps only: after an action several pods move at once
     kube_scores: KubeScores | None = None  # kube-scheduler's side, bound pods: its own logged scores
+    claims: tuple[ClaimOutcome, ...] | None = None  # DRA scenarios: what each of the pod's claims got
 
 
 @dataclass
@@ -224,11 +238,20 @@ class PodComparison:
     # over its cluster (None: not both scored), and the plugins whose scores differ.
     scores_equal: bool | None = None
     plugins_differing: tuple[str, ...] = ()
+    # None: the pod has no claims on either side (not a DRA scenario).
+    claims_agree: bool | None = None
+    # None: the scenario says nothing of this pod; False: kube-scheduler did not do what it says.
+    as_expected: bool | None = None
 
     @property
     def agrees(self) -> bool:
         return (
-            self.verdict_agrees and self.message_agrees and self.kube_top is not False and self.replay_top is not False
+            self.verdict_agrees
+            and self.message_agrees
+            and self.kube_top is not False
+            and self.replay_top is not False
+            and self.claims_agree is not False
+            and self.as_expected is not False
         )
 
 
@@ -244,6 +267,10 @@ class Counts:
     post_filter: int = 0
     scores_equal: int = 0
     scores_checks: int = 0
+    claims: int = 0
+    claim_checks: int = 0
+    as_expected: int = 0
+    expectations: int = 0
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -274,6 +301,10 @@ class ScenarioResult:
             post_filter=sum(1 for p in self.pods if p.post_filter),
             scores_equal=sum(1 for p in self.pods if p.scores_equal),
             scores_checks=sum(1 for p in self.pods if p.scores_equal is not None),
+            claims=sum(1 for p in self.pods if p.claims_agree),
+            claim_checks=sum(1 for p in self.pods if p.claims_agree is not None),
+            as_expected=sum(1 for p in self.pods if p.as_expected),
+            expectations=sum(1 for p in self.pods if p.as_expected is not None),
         )
 
     def diff(self) -> str:
@@ -309,12 +340,103 @@ def _kube_top_check(kube: Observation, ours: Observation) -> tuple[bool, list[st
     return False, [f"our node {ours.outcome.node} is not in kube-scheduler's top set {list(top)} ({how})"]
 
 
+# A pool that is the bound node's own, in the claims' comparison of a pod two schedulers bound to
+# different nodes.
+LOCAL_POOL = "<the node's own pool>"
+
+
+def node_local_pools(scenario: Scenario) -> dict[tuple[str, str], str]:
+    """(driver, pool) -> node, for every pool of the scenario (its objects and the slices its actions
+    create) whose ResourceSlices are one node's own (spec.nodeName)."""
+    slices = [*scenario.objects, *(s.body for s in scenario.steps if isinstance(s, ActionStep) and s.on_object)]
+    out = {}
+    for obj in slices:
+        spec = obj.get("spec") or {}
+        if obj.get("kind") == "ResourceSlice" and spec.get("nodeName"):
+            out[(str(spec.get("driver")), str((spec.get("pool") or {}).get("name")))] = str(spec["nodeName"])
+    return out
+
+
+def _claims_view(claims: tuple[ClaimOutcome, ...], node: str, local_pools: Mapping[tuple[str, str], str] | None) -> list[
+    tuple[str, bool, bool, tuple[AllocatedDevice, ...], tuple[str, ...]]
+]:
+    """What is compared of a pod's claims: the key, whether the claim exists (not its name: a
+    template's claim has a generated one), whether it is allocated, the devices and reservedFor.
+    With `local_pools`, a device's pool that is the bound node's own reads LOCAL_POOL."""
+    out = []
+    for claim in claims:
+        devices = claim.devices
+        if local_pools is not None:
+            devices = tuple(
+                sorted(
+                    replace(d, pool=LOCAL_POOL) if local_pools.get((d.driver, d.pool)) == node else d for d in devices
+                )
+            )
+        out.append((claim.key, bool(claim.claim), claim.allocated, devices, claim.reserved_for))
+    return out
+
+
+def compare_claims(
+    kube: Observation, ours: Observation, local_pools: Mapping[tuple[str, str], str]
+) -> tuple[bool | None, list[str]]:
+    """Claim by claim, the same on both sides? None when neither side observed claims.
+
+    The devices are compared exactly, pool included, whenever both schedulers bound the pod to the
+    same node (or neither bound it): kube-scheduler's allocator walks pools and devices in a fixed
+    order, so its choice on one node is deterministic. Only when the two bound the pod to different
+    nodes (a tie kube-scheduler broke at random, which the top-set checks have already judged) does
+    a pool that is each node's own compare as LOCAL_POOL: the same device names and requests from
+    the node's own pool still agree, anything else (another device, a shared pool, another request,
+    consumed capacity, reservedFor) still differs."""
+    if kube.claims is None and ours.claims is None:
+        return None, []
+    kube_claims, our_claims = kube.claims or (), ours.claims or ()
+    k, o = kube.outcome, ours.outcome
+    different_nodes = k.verdict == o.verdict == "bound" and k.node != o.node
+    pools = local_pools if different_nodes else None
+    if _claims_view(kube_claims, k.node, pools) == _claims_view(our_claims, o.node, pools):
+        return True, []
+    return False, [
+        f"claims: kube-scheduler {[str(c) for c in kube_claims]} vs ours {[str(c) for c in our_claims]}"
+        + (f" (pools of the bound node read {LOCAL_POOL})" if different_nodes else "")
+    ]
+
+
+def kube_devices(observation: Observation) -> tuple[str, ...]:
+    """`<pool>/<device>` of every device allocated to the observed pod's claims, sorted."""
+    return tuple(sorted(f"{d.pool}/{d.device}" for claim in observation.claims or () for d in claim.devices))
+
+
+def check_expectation(expect: Expectation | None, kube: Observation) -> tuple[bool | None, list[str]]:
+    """Did kube-scheduler do with the pod what the scenario says it should? None: it says nothing."""
+    if expect is None:
+        return None, []
+    outcome = kube.outcome
+    ok = outcome.verdict == expect.verdict and (not expect.node or outcome.node == expect.node)
+    devices = kube_devices(kube)
+    if expect.devices is not None:
+        ok = ok and devices == expect.devices
+    if ok:
+        return True, []
+    got = f"{outcome}" + (f" with devices {list(devices)}" if expect.devices is not None else "")
+    return False, [f"the scenario expects kube-scheduler's pod {expect}, it was {got}: the scenario tests something else"]
+
+
 def compare_pod(
-    kube: Observation, ours: Observation, config: SchedulerConfig, profile: str, same_cluster: bool = True
+    kube: Observation,
+    ours: Observation,
+    config: SchedulerConfig,
+    profile: str,
+    same_cluster: bool = True,
+    *,
+    expect: Expectation | None = None,
+    local_pools: Mapping[tuple[str, str], str] | None = None,
 ) -> PodComparison:
     """One pod's comparison. `same_cluster`: every earlier pod of the scenario got the same verdict
     and node on both sides, so kube-scheduler's scores are for the cluster our pod met too (after
-    a tie broken differently, only the replays, each over its own side's cluster, apply)."""
+    a tie broken differently, only the replays, each over its own side's cluster, apply).
+    `expect`: what the scenario says kube-scheduler does with the pod; `local_pools`:
+    node_local_pools of the scenario (compare_claims)."""
     kube_message, post_filter = split_post_filter(kube.outcome.message)
     our_message, _ = split_post_filter(ours.outcome.message)
     verdict_agrees = kube.outcome.verdict == ours.outcome.verdict
@@ -353,6 +475,9 @@ def compare_pod(
         notes.append(f"our replay over kube-scheduler's cluster: {verdict}")
     if verdict_agrees and not message_agrees:
         notes.append(f"message: kube-scheduler {kube_message!r} vs ours {our_message!r}")
+    claims_agree, claim_notes = compare_claims(kube, ours, local_pools or {})
+    as_expected, expect_notes = check_expectation(expect, kube)
+    notes += claim_notes + expect_notes
     return PodComparison(
         kube.label,
         kube.outcome,
@@ -366,6 +491,8 @@ def compare_pod(
         kube_scored=bool(kube.kube_scores and kube.kube_scores.final),
         scores_equal=scores_equal,
         plugins_differing=differing,
+        claims_agree=claims_agree,
+        as_expected=as_expected,
     )
 
 
@@ -387,7 +514,9 @@ def compare(scenario: Scenario, kube: SideRun, ours: SideRun, config: SchedulerC
         return ScenarioResult(scenario, "error", error="the two runs observed different pods")
     pods = []
     same_cluster = True
-    for k, o in zip(kube.observations, ours.observations, strict=True):
-        pods.append(compare_pod(k, o, config, scenario.profile, same_cluster))
+    local_pools = node_local_pools(scenario)
+    expectations = scenario.expectations()
+    for k, o, expect in zip(kube.observations, ours.observations, expectations, strict=True):
+        pods.append(compare_pod(k, o, config, scenario.profile, same_cluster, expect=expect, local_pools=local_pools))
         same_cluster = same_cluster and k.outcome.verdict == o.outcome.verdict and k.outcome.node == o.outcome.node
     return ScenarioResult(scenario, "compared", tuple(pods))

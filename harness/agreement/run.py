@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.agreement import dra
 from harness.agreement.compare import (
     ClusterState,
     Encounter,
@@ -80,17 +81,32 @@ _RESOURCE_PATHS = {
     ("v1", "PersistentVolume"): ("persistentvolumes", False),
     ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
     ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
+    (dra.API_VERSION, "DeviceClass"): ("deviceclasses", False),
+    (dra.API_VERSION, "ResourceSlice"): ("resourceslices", False),
+    (dra.API_VERSION, "DeviceTaintRule"): ("devicetaintrules", False),
+    (dra.API_VERSION, "ResourceClaim"): ("resourceclaims", True),
+    (dra.API_VERSION, "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
 }
+# The DRA kinds a pending pod's cluster state carries (what DynamicResources' listers read).
+DRA_STATE_KINDS = ("DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceClaim")
+# kube-controller-manager's controller that makes claims from a pod's ResourceClaimTemplates (and
+# takes a deleted pod out of its claims' reservedFor).
+RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
 
 
 def _collection_path(obj: Mapping[str, Any]) -> str:
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    return _kind_path(str(obj.get("apiVersion")), str(obj.get("kind")), obj["metadata"].get("namespace", "default"))
+
+
+def _kind_path(api_version: str, kind: str, namespace: str | None = None) -> str:
+    """The collection of `kind`: in `namespace`, or across all namespaces when None."""
+    key = (api_version, kind)
     if key not in _RESOURCE_PATHS:
         raise ScenarioError(f"objects: unsupported kind {key[1]} ({key[0]}); supported: {sorted(_RESOURCE_PATHS)}")
     plural, namespaced = _RESOURCE_PATHS[key]
     group = "/api/v1" if key[0] == "v1" else f"/apis/{key[0]}"
-    if namespaced:
-        return f"{group}/namespaces/{obj['metadata'].get('namespace', 'default')}/{plural}"
+    if namespaced and namespace is not None:
+        return f"{group}/namespaces/{namespace}/{plural}"
     return f"{group}/{plural}"
 
 
@@ -147,6 +163,7 @@ class Side:
         self._namespaces: set[str] = {"default"}
         self._objects: list[str] = []  # paths of objects to delete before the next scenario
         self._uids: dict[str, tuple[str, str]] = {}  # this scenario's pods: name -> (namespace, uid)
+        self._dra = False  # this scenario uses DRA: observe claims, delete them after
 
     # ---- API -----------------------------------------------------------------------------
 
@@ -232,6 +249,8 @@ class Side:
         for namespace in sorted(self._namespaces):
             self.api("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
         self.api("DELETE", "/api/v1/nodes", ok=(200,))
+        if self._dra:
+            self._delete_claims()
         for path in self._objects:
             self.api("DELETE", path, ok=(200, 202, 404))
         self._objects.clear()
@@ -239,7 +258,37 @@ class Side:
             self._delete_namespace(namespace)
         self._namespaces = {"default"}
         self._uids.clear()
+        self._dra = False
         self._wait_cache(0, 0, "emptied")
+
+    def _delete_claims(self) -> None:
+        """Every ResourceClaim of the scenario's namespaces (those the scenario made, those made from
+        templates or for extended resources), gone before the next scenario may reuse a name. The
+        schedulers' delete-protection finalizer is taken off first: the controller that would
+        deallocate and release them waits for pods to be gone and is in no hurry."""
+        for namespace in sorted(self._namespaces):
+            path = _kind_path(dra.API_VERSION, "ResourceClaim", namespace)
+            for claim in self.api("GET", path)["items"]:
+                if claim["metadata"].get("finalizers"):
+                    name = claim["metadata"]["name"]
+                    status, data = self.request(
+                        "PATCH",
+                        f"{path}/{name}",
+                        {"metadata": {"finalizers": None}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+                    if status not in (200, 404):
+                        raise ApiFailure(f"{self.side}: PATCH {path}/{name}: HTTP {status}: {data.decode()[:500]}")
+            self.api("DELETE", path, ok=(200,))
+        wait_for(
+            lambda: not any(
+                self.api("GET", _kind_path(dra.API_VERSION, "ResourceClaim", namespace))["items"]
+                for namespace in self._namespaces
+            ),
+            timeout=10,
+            what=f"{self.side}: every ResourceClaim gone",
+            interval=0.05,
+        )
 
     def _wait_kwok_done(self) -> None:
         """Until kwok has initialised every node (Ready) and started every bound pod (Running, or
@@ -275,6 +324,7 @@ class Side:
         )
 
     def setup(self, scenario: Scenario) -> None:
+        self._dra = scenario.uses_dra
         for namespace in scenario.namespaces:
             name = namespace["metadata"]["name"]
             if name == "default":
@@ -285,9 +335,7 @@ class Side:
                 self.api("POST", "/api/v1/namespaces", namespace)
             self._namespaces.add(name)
         for obj in scenario.objects:
-            collection = _collection_path(obj)
-            self.api("POST", collection, obj)
-            self._objects.append(f"{collection}/{obj['metadata']['name']}")
+            self._create_object(obj)
         for node in scenario.nodes:
             self._create_node(node)
         for pod in scenario.existing_pods:
@@ -304,6 +352,16 @@ class Side:
             if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
         )
         self._wait_cache(len(scenario.nodes), bound, "filled")
+
+    def _create_object(self, obj: Raw) -> None:
+        """Create `obj` (to be deleted before the next scenario); a ResourceClaim's `status` (an
+        allocation made beforehand) is written through its status subresource."""
+        collection = _collection_path(obj)
+        path = f"{collection}/{obj['metadata']['name']}"
+        self._objects.append(path)
+        created = self.api("POST", collection, {k: v for k, v in obj.items() if k != "status"})
+        if obj.get("kind") == "ResourceClaim" and obj.get("status"):
+            self.api("PUT", f"{path}/status", {**created, "status": obj["status"]})
 
     def _set_status(self, namespace: str, name: str, status: Raw) -> None:
         """Write an existing pod's status once kwok has made it Running: a patch before that races
@@ -324,6 +382,7 @@ class Side:
         _check_allocatable(self.side, node, created)
 
     def state(self) -> ClusterState:
+        """What a pending pod meets (DRA objects only in a scenario that uses DRA)."""
         pods = [
             pod
             for pod in self.api("GET", "/api/v1/pods")["items"]
@@ -337,12 +396,16 @@ class Side:
         volumes = []
         for group, version, plural, kind in VOLUME_KINDS:
             volumes += [(kind, item) for item in self.api("GET", collection_path(group, version, plural))["items"]]
+        resources = []
+        for kind in DRA_STATE_KINDS if self._dra else ():
+            resources += [(kind, item) for item in self.api("GET", _kind_path(dra.API_VERSION, kind))["items"]]
         return ClusterState(
             namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
             workloads=tuple(workloads),
             nodes=tuple(self.api("GET", "/api/v1/nodes")["items"]),
             pods=tuple(pods),
             volumes=tuple(volumes),
+            resources=tuple(resources),
         )
 
     def play(self, scenario: Scenario, run: SideRun) -> None:
@@ -374,10 +437,26 @@ class Side:
         self._uids[step.name] = (namespace, uid)
         gated = bool(pod["spec"].get("schedulingGates"))
         outcome = self._settle(namespace, step.name, uid, gated)
+        claims = self._claims(step.name)
         if outcome.verdict == "unschedulable" and not step.keep:
             self.api("DELETE", self._pod_path(namespace, step.name) + "?gracePeriodSeconds=0", ok=(200, 404))
         scores = self._scores_since(offset, namespace, step.name) if outcome.verdict == "bound" else None
-        return Observation(step.name, outcome, Encounter(created, state), scores)
+        return Observation(step.name, outcome, Encounter(created, state), scores, claims)
+
+    def _claims(self, name: str) -> tuple[dra.ClaimOutcome, ...] | None:
+        """What each claim of this scenario's pod `name` got (None outside DRA scenarios)."""
+        pod = self._current(name) if self._dra else None
+        if pod is None:
+            return None
+        namespace = pod["metadata"]["namespace"]
+        out = []
+        for key, claim_name in dra.claim_names(pod):
+            claim = None
+            if claim_name:
+                path = f"{_kind_path(dra.API_VERSION, 'ResourceClaim', namespace)}/{claim_name}"
+                claim = self.api("GET", path, ok=(200, 404))
+            out.append(dra.claim_outcome(key, claim if claim and claim.get("kind") == "ResourceClaim" else None))
+        return tuple(out)
 
     def _current(self, name: str) -> Raw | None:
         """The watch's latest copy of this scenario's pod `name` (None until the watch saw it);
@@ -412,7 +491,14 @@ class Side:
         # property of both schedulers' queues that no watch can announce.
         time.sleep(step.delay)
         offset = self._log_offset()
-        if step.action == "create":
+        if step.on_object:
+            if step.action == "create":
+                self._create_object(step.body)
+            else:
+                path = f"{_collection_path(step.body)}/{step.name}"
+                self.api("DELETE", path, ok=(200, 202))
+                self._objects.remove(path)
+        elif step.action == "create":
             self._create_node(step.body)
         else:
             path = f"/api/v1/nodes/{step.name}"
@@ -448,7 +534,8 @@ class Side:
             outcome = (_outcome(raw) or _waiting(raw)) if raw is not None else Outcome("pending")
             namespace = self._uids[pod][0]
             scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
-            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores))
+            claims = self._claims(pod) if raw is not None else None
+            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores, claims))
         return observations
 
 
@@ -523,11 +610,15 @@ class _Sides:
     ours: Side
 
 
-def _start_sides(stack: ExitStack) -> _Sides:
+def _start_sides(stack: ExitStack, dra_controller: bool) -> _Sides:
     """Two control planes, kube-scheduler on one and ours on the other (all from the main thread,
-    so every child dies with this process)."""
+    so every child dies with this process); with `dra_controller`, kube-controller-manager's
+    resourceclaim controller on each."""
     kube_plane = stack.enter_context(ControlPlane())
     our_plane = stack.enter_context(ControlPlane())
+    if dra_controller:
+        for plane in (kube_plane, our_plane):
+            plane.start_kube_controller_manager(RESOURCECLAIM_CONTROLLER)
     kube_config = scheduler_config(KUBE)
     kube_scheduler = kube_plane.start_kube_scheduler(
         scheduler_name(KUBE, "default"), {"profiles": kube_config["profiles"]}, extra_args=KUBE_SCORE_LOGGING
@@ -564,7 +655,7 @@ def run_agreement(
                 say(line)
 
         with ExitStack() as stack:
-            sides = _start_sides(stack)
+            sides = _start_sides(stack, any(s.uses_dra for s in runnable))
             say(f"control planes and schedulers up in {time.monotonic() - began:.1f} s")
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agreement") as pool:
                 kube_future = pool.submit(sides.kube.run_all, runnable, locked_say)

@@ -2,10 +2,13 @@
 harness/generator.py), the profiles both schedulers run, and loading.
 
 A scenario is nodes, existing pods (bound to a node or not), namespaces with labels, PriorityClasses,
-other raw objects (RuntimeClasses, Services, ...) and an ordered list of steps: pending pods, each
-created and settled one at a time, and actions (patch a node or a pod, delete a pod, create a node)
-after which named pods are observed again. Objects are raw Kubernetes objects; node_object() and
-pod_object() fill the defaults from a few short keys.
+DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates: short forms in
+harness/agreement/dra.py), other raw objects (RuntimeClasses, Services, DeviceTaintRules, ...) and an
+ordered list of steps: pending pods, each created and settled one at a time, and actions (patch a
+node or a pod, delete a pod, create a node or another object) after which named pods are observed
+again. Objects are raw Kubernetes objects; node_object() and pod_object() fill the defaults from a
+few short keys. A step may say what kube-scheduler is meant to do with its pod (`expect:`), so that
+a scenario that no longer tests what it says fails instead of agreeing vacuously.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import yaml
 
 from harness import generator
+from harness.agreement import dra
 from harness.controlplane import REPO_ROOT, deep_merge
 from scheduler.config import API_VERSION, KIND
 
@@ -192,13 +196,14 @@ def _bytes(size: Any) -> int:
 
 
 _POD_KEYS = {"name", "namespace", "labels", "cpu", "memory", "requests", "image", "priorityClassName", "node"}
-_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "metadata", "spec"}
+_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "claims", "metadata", "spec"}
 
 
 def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
     """A Pod from short keys: name, namespace (default), labels; one container `c` (image, default
     pause) requesting cpu / memory / `requests` (more resources; extended ones and hugepages get the
-    same limits) if given, with `hostPort` (TCP); priorityClassName; node (spec.nodeName: created
+    same limits) if given, with `hostPort` (TCP); claims (spec.resourceClaims, see dra.pod_claims,
+    each one used by the container); priorityClassName; node (spec.nodeName: created
     bound); gates (schedulingGates names); schedulerName and phase (for existing pods: pending pods
     get their side's scheduler; a phase is written to the status after creation); metadata/spec
     merged in last, raw (a `spec.containers` replaces the default container)."""
@@ -210,10 +215,15 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
         # Extended resources and hugepages cannot be overcommitted: validation wants limit = request.
         limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages-")}
         container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    claims = dra.pod_claims(short.get("claims") or (), f"{where}.claims")
+    if claims:
+        container.setdefault("resources", {})["claims"] = [{"name": claim["name"]} for claim in claims]
     if "hostPort" in short:
         port = int(short["hostPort"])
         container["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
     spec: Raw = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    if claims:
+        spec["resourceClaims"] = claims
     if "priorityClassName" in short:
         spec["priorityClassName"] = str(short["priorityClassName"])
     if "node" in short:
@@ -235,6 +245,37 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What a scenario means kube-scheduler to do with one pod, checked against kube-scheduler's run:
+    the verdict, the node (bound), and the devices of all the pod's claims ("<pool>/<device>",
+    sorted; None: not checked)."""
+
+    verdict: str  # bound | unschedulable | gated | pending
+    node: str = ""
+    devices: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        text = f"bound to {self.node}" if self.node else self.verdict
+        return text + (f" with devices {list(self.devices)}" if self.devices is not None else "")
+
+
+EXPECTED_VERDICTS = ("bound", "unschedulable", "gated", "pending")
+
+
+def _expectation(short: Any, where: str) -> Expectation:
+    """`expect: <node>` (bound there), `expect: <verdict>`, or `{node | verdict, devices}`."""
+    if isinstance(short, str):
+        short = {"verdict": short} if short in EXPECTED_VERDICTS else {"node": short}
+    _check_keys(short, {"node", "verdict", "devices"}, where)
+    node = str(short.get("node", ""))
+    verdict = str(short.get("verdict", "bound"))
+    if verdict not in EXPECTED_VERDICTS or (node and verdict != "bound"):
+        raise ScenarioError(f"{where}: a verdict is one of {EXPECTED_VERDICTS}; a node goes with bound only")
+    devices = None if "devices" not in short else tuple(sorted(str(d) for d in short["devices"] or ()))
+    return Expectation(verdict, node, devices)
+
+
+@dataclass(frozen=True)
 class PodStep:
     """Create one pending pod and wait until it is bound, unschedulable or (with gates) gated.
 
@@ -243,6 +284,7 @@ class PodStep:
 
     pod: Raw
     keep: bool = False
+    expect: Expectation | None = None
 
     @property
     def name(self) -> str:
@@ -250,34 +292,52 @@ class PodStep:
 
 
 ACTIONS = ("patch", "delete", "create")
+# Action targets besides nodes and pods: a raw object of a kind run.py knows, or a short slice.
+_OBJECT_TARGETS = ("object", "resourceSlice")
 
 
 @dataclass(frozen=True)
 class ActionStep:
-    """After `delay` seconds, merge-patch a node or pod, delete one, or create a node; then observe
-    the (kept) pods in `observe` until all are bound or none changed for a while. The event is
-    what makes the schedulers try those pods again (their queueing hints decide)."""
+    """After `delay` seconds, merge-patch a node or pod, delete one, create a node, or create or
+    delete another object (a ResourceSlice, a DeviceTaintRule, ...); then observe the (kept) pods
+    in `observe` until all are bound or none changed for a while. The event is what makes the
+    schedulers try those pods again (their queueing hints decide)."""
 
     action: str  # patch | delete | create
-    kind: str  # node | pod
+    kind: str  # node | pod | the object's kind
     name: str
-    body: Raw  # the merge patch, or the node to create
+    body: Raw  # the merge patch, the node or object to create, or the object to delete
     observe: tuple[str, ...]
     delay: float = DEFAULT_ACTION_DELAY
+    expect: Mapping[str, Expectation] | None = None  # by observed pod
 
     @property
     def label(self) -> str:
         return f"after {self.action} {self.kind} {self.name}"
 
+    @property
+    def on_object(self) -> bool:
+        return self.kind not in ("node", "pod")
+
 
 def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
-    _check_keys(item, {"action", "node", "pod", "body", "observe", "delay"}, where)
+    _check_keys(item, {"action", "node", "pod", *_OBJECT_TARGETS, "body", "observe", "delay", "expect"}, where)
     action = str(item["action"])
-    kinds = [kind for kind in ("node", "pod") if kind in item]
+    kinds = [kind for kind in ("node", "pod", *_OBJECT_TARGETS) if kind in item]
     if action not in ACTIONS or len(kinds) != 1:
-        raise ScenarioError(f"{where}: an action is one of {ACTIONS} on exactly one `node:` or `pod:`")
+        raise ScenarioError(
+            f"{where}: an action is one of {ACTIONS} on exactly one `node:`, `pod:`, `object:` or `resourceSlice:`"
+        )
     kind = kinds[0]
-    if action == "create":
+    if kind in _OBJECT_TARGETS:
+        if action == "patch":
+            raise ScenarioError(f"{where}: objects are created or deleted by an action, not patched")
+        if kind == "resourceSlice":
+            body = dra.resource_slice_object(item["resourceSlice"], f"{where}.resourceSlice")
+        else:
+            body = dict(item["object"])
+        kind, name = str(body.get("kind")), str(body["metadata"]["name"])
+    elif action == "create":
         if kind != "node":
             raise ScenarioError(f"{where}: only nodes are created by an action (pending pods are steps)")
         body = node_object(item["node"], f"{where}.node")
@@ -287,7 +347,11 @@ def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
         if action == "patch" and not body:
             raise ScenarioError(f"{where}.body: a patch needs a body")
     observe = tuple(str(p) for p in item.get("observe") or ())
-    return ActionStep(action, kind, name, body, observe, float(item.get("delay", DEFAULT_ACTION_DELAY)))
+    expect = {str(pod): _expectation(e, f"{where}.expect.{pod}") for pod, e in (item.get("expect") or {}).items()}
+    if set(expect) - set(observe):
+        raise ScenarioError(f"{where}.expect: {sorted(set(expect) - set(observe))} not observed")
+    delay = float(item.get("delay", DEFAULT_ACTION_DELAY))
+    return ActionStep(action, kind, name, body, observe, delay, expect or None)
 
 
 Step = PodStep | ActionStep
@@ -300,7 +364,7 @@ class Scenario:
     plugins: tuple[str, ...]  # the plugins it is about; pending while one is not in our registry
     profile: str
     namespaces: tuple[Raw, ...]
-    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, ...
+    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, DRA objects, ... (in creation order)
     nodes: tuple[Raw, ...]
     existing_pods: tuple[Raw, ...]
     steps: tuple[Step, ...]
@@ -309,9 +373,48 @@ class Scenario:
     def pending_plugins(self, registered: Sequence[str]) -> list[str]:
         return [name for name in self.plugins if name not in registered]
 
+    @property
+    def uses_dra(self) -> bool:
+        """Has resource.k8s.io objects or pods with claims: its run needs the resourceclaim
+        controller (claims from templates) and its observations carry the pods' claims."""
+        pods = [*self.existing_pods, *(s.pod for s in self.steps if isinstance(s, PodStep))]
+        return any(str(o.get("apiVersion", "")).startswith("resource.k8s.io/") for o in self.objects) or any(
+            p["spec"].get("resourceClaims") for p in pods
+        )
+
+    def expectations(self) -> list[Expectation | None]:
+        """Each observation's expectation, in the order a run observes pods (one per pod step,
+        one per observed pod of an action)."""
+        out: list[Expectation | None] = []
+        for step in self.steps:
+            if isinstance(step, PodStep):
+                out.append(step.expect)
+            else:
+                out += [(step.expect or {}).get(pod) for pod in step.observe]
+        return out
+
 
 _SCENARIO_KEYS = {"description", "plugins", "profile", "namespaces", "priorityClasses", "objects", "nodes"}
-_SCENARIO_KEYS |= {"existingPods", "pods"}
+_SCENARIO_KEYS |= {"existingPods", "pods", "deviceClasses", "resourceSlices", "claimTemplates", "claims"}
+
+
+def _dra_objects(raw: Mapping[str, Any], where: str) -> list[Raw]:
+    """DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims from their short forms,
+    in that order (what a claim names exists before it)."""
+    objects = [
+        dra.device_class_object(name, short, f"{where}.deviceClasses.{name}")
+        for name, short in (raw.get("deviceClasses") or {}).items()
+    ]
+    objects += [
+        dra.resource_slice_object(short, f"{where}.resourceSlices[{i}]")
+        for i, short in enumerate(raw.get("resourceSlices") or ())
+    ]
+    objects += [
+        dra.claim_template_object(short, f"{where}.claimTemplates[{i}]")
+        for i, short in enumerate(raw.get("claimTemplates") or ())
+    ]
+    objects += [dra.claim_object(short, f"{where}.claims[{i}]") for i, short in enumerate(raw.get("claims") or ())]
+    return objects
 
 
 def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
@@ -339,18 +442,23 @@ def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
     nodes = tuple(node_object(n, f"{where}.nodes[{i}]") for i, n in enumerate(raw.get("nodes") or ()))
     if not nodes:
         raise ScenarioError(f"{where}.nodes: at least one node is needed")
-    existing = tuple(
-        pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
-        for i, short in enumerate(raw.get("existingPods") or ())
-    )
     steps: list[Step] = []
-    for i, item in enumerate(raw.get("pods") or ()):
-        here = f"{where}.pods[{i}]"
-        if "action" in item:
-            steps.append(_action_step(item, here))
-        else:
-            short = {k: v for k, v in item.items() if k != "keep"}
-            steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False))))
+    try:
+        objects += _dra_objects(raw, where)
+        existing = tuple(
+            pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
+            for i, short in enumerate(raw.get("existingPods") or ())
+        )
+        for i, item in enumerate(raw.get("pods") or ()):
+            here = f"{where}.pods[{i}]"
+            if "action" in item:
+                steps.append(_action_step(item, here))
+            else:
+                short = {k: v for k, v in item.items() if k not in ("keep", "expect")}
+                expect = _expectation(item["expect"], f"{here}.expect") if "expect" in item else None
+                steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False)), expect=expect))
+    except dra.DraFormatError as err:
+        raise ScenarioError(str(err)) from None
     if not steps:
         raise ScenarioError(f"{where}.pods: at least one pending pod is needed")
     return Scenario(
