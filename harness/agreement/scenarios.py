@@ -250,7 +250,7 @@ class Expectation:
     the verdict, the node (bound), and the devices of all the pod's claims ("<pool>/<device>",
     sorted; None: not checked)."""
 
-    verdict: str  # bound | unschedulable | gated | pending
+    verdict: str  # bound | unschedulable | error | gated | pending
     node: str = ""
     devices: tuple[str, ...] | None = None
 
@@ -259,7 +259,7 @@ class Expectation:
         return text + (f" with devices {list(self.devices)}" if self.devices is not None else "")
 
 
-EXPECTED_VERDICTS = ("bound", "unschedulable", "gated", "pending")
+EXPECTED_VERDICTS = ("bound", "unschedulable", "error", "gated", "pending")
 
 
 def _expectation(short: Any, where: str) -> Expectation:
