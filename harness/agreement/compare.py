@@ -357,21 +357,19 @@ def node_local_pools(scenario: Scenario) -> dict[tuple[str, str], str]:
     return out
 
 
-def _claims_view(claims: tuple[ClaimOutcome, ...], node: str, local_pools: Mapping[tuple[str, str], str] | None) -> list[
-    tuple[str, bool, bool, tuple[AllocatedDevice, ...], tuple[str, ...]]
-]:
+def _claims_view(
+    claims: tuple[ClaimOutcome, ...], node: str, local_pools: Mapping[tuple[str, str], str]
+) -> list[tuple[str, bool, bool, tuple[AllocatedDevice, ...], tuple[str, ...]]]:
     """What is compared of a pod's claims: the key, whether the claim exists (not its name: a
-    template's claim has a generated one), whether it is allocated, the devices and reservedFor.
-    With `local_pools`, a device's pool that is the bound node's own reads LOCAL_POOL."""
+    template's claim has a generated one), whether it is allocated, the devices (a pool that is
+    the bound node's own reads LOCAL_POOL) and reservedFor."""
     out = []
     for claim in claims:
-        devices = claim.devices
-        if local_pools is not None:
-            devices = tuple(
-                sorted(
-                    replace(d, pool=LOCAL_POOL) if local_pools.get((d.driver, d.pool)) == node else d for d in devices
-                )
+        devices = tuple(
+            sorted(
+                replace(d, pool=LOCAL_POOL) if local_pools.get((d.driver, d.pool)) == node else d for d in claim.devices
             )
+        )
         out.append((claim.key, bool(claim.claim), claim.allocated, devices, claim.reserved_for))
     return out
 
@@ -381,24 +379,25 @@ def compare_claims(
 ) -> tuple[bool | None, list[str]]:
     """Claim by claim, the same on both sides? None when neither side observed claims.
 
-    The devices are compared exactly, pool included, whenever both schedulers bound the pod to the
-    same node (or neither bound it): kube-scheduler's allocator walks pools and devices in a fixed
-    order, so its choice on one node is deterministic. Only when the two bound the pod to different
-    nodes (a tie kube-scheduler broke at random, which the top-set checks have already judged) does
-    a pool that is each node's own compare as LOCAL_POOL: the same device names and requests from
-    the node's own pool still agree, anything else (another device, a shared pool, another request,
-    consumed capacity, reservedFor) still differs."""
+    kube-scheduler's allocator walks pools and devices in a fixed order, so its choice on one node
+    is deterministic and the devices are compared exactly, with one rule: a pool that is the bound
+    node's own (node_local_pools) reads LOCAL_POOL on each side. When both bound the pod to the same
+    node this changes nothing; when they bound it to different nodes (a tie kube-scheduler broke
+    at random, which the top-set checks judge) the same devices of each node's own pool agree,
+    while another device, a shared pool's device, another request, consumed capacity or
+    reservedFor still differ."""
     if kube.claims is None and ours.claims is None:
         return None, []
     kube_claims, our_claims = kube.claims or (), ours.claims or ()
-    k, o = kube.outcome, ours.outcome
-    different_nodes = k.verdict == o.verdict == "bound" and k.node != o.node
-    pools = local_pools if different_nodes else None
-    if _claims_view(kube_claims, k.node, pools) == _claims_view(our_claims, o.node, pools):
+    kube_node = kube.outcome.node if kube.outcome.verdict == "bound" else ""
+    our_node = ours.outcome.node if ours.outcome.verdict == "bound" else ""
+    if _claims_view(kube_claims, kube_node, local_pools) == _claims_view(our_claims, our_node, local_pools):
         return True, []
+    different = (
+        " (each node's own pool reads " + LOCAL_POOL + ")" if kube_node != our_node and kube_node and our_node else ""
+    )
     return False, [
-        f"claims: kube-scheduler {[str(c) for c in kube_claims]} vs ours {[str(c) for c in our_claims]}"
-        + (f" (pools of the bound node read {LOCAL_POOL})" if different_nodes else "")
+        f"claims: kube-scheduler {[str(c) for c in kube_claims]} vs ours {[str(c) for c in our_claims]}{different}"
     ]
 
 
@@ -419,7 +418,9 @@ def check_expectation(expect: Expectation | None, kube: Observation) -> tuple[bo
     if ok:
         return True, []
     got = f"{outcome}" + (f" with devices {list(devices)}" if expect.devices is not None else "")
-    return False, [f"the scenario expects kube-scheduler's pod {expect}, it was {got}: the scenario tests something else"]
+    return False, [
+        f"the scenario expects kube-scheduler's pod {expect}, it was {got}: the scenario tests something else"
+    ]
 
 
 def compare_pod(

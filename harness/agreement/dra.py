@@ -301,10 +301,7 @@ class ClaimOutcome:
     def __str__(self) -> str:
         if not self.claim:
             return f"{self.key}: no claim"
-        if not self.allocated:
-            state = "not allocated"
-        else:
-            state = "[" + "; ".join(str(d) for d in self.devices) + "]"
+        state = "[" + "; ".join(str(d) for d in self.devices) + "]" if self.allocated else "not allocated"
         reserved = f", reserved for {list(self.reserved_for)}" if self.reserved_for else ""
         return f"{self.key}: {state}{reserved}"
 
@@ -349,7 +346,9 @@ def claim_outcome(key: str, claim: Mapping[str, Any] | None) -> ClaimOutcome:
                 pool=str(result.get("pool")),
                 device=str(result.get("device")),
                 admin_access=bool(result.get("adminAccess")),
-                consumed_capacity=tuple(sorted((str(k), str(v)) for k, v in (result.get("consumedCapacity") or {}).items())),
+                consumed_capacity=tuple(
+                    sorted((str(k), str(v)) for k, v in (result.get("consumedCapacity") or {}).items())
+                ),
             )
             for result in (allocation.get("devices") or {}).get("results") or ()
         )

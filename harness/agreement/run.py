@@ -281,9 +281,11 @@ class Side:
                         raise ApiFailure(f"{self.side}: PATCH {path}/{name}: HTTP {status}: {data.decode()[:500]}")
             self.api("DELETE", path, ok=(200,))
         wait_for(
-            lambda: not any(
-                self.api("GET", _kind_path(dra.API_VERSION, "ResourceClaim", namespace))["items"]
-                for namespace in self._namespaces
+            lambda: (
+                not any(
+                    self.api("GET", _kind_path(dra.API_VERSION, "ResourceClaim", namespace))["items"]
+                    for namespace in self._namespaces
+                )
             ),
             timeout=10,
             what=f"{self.side}: every ResourceClaim gone",
