@@ -142,7 +142,7 @@ def test_claims_templates_and_pod_claims_from_short_keys() -> None:
             {"name": "any", "class": "gpu.example.com", "mode": "All", "tolerations": [{"operator": "Exists"}]},
         ],
     }
-    status = {"allocation": {"devices": {"results": []}}}
+    status: Raw = {"allocation": {"devices": {"results": []}}}
     raw = _scenario(
         namespaces={"admin": {"resource.kubernetes.io/admin-access": "true"}},
         claims=[
