@@ -354,3 +354,21 @@ def claim_outcome(key: str, claim: Mapping[str, Any] | None) -> ClaimOutcome:
         )
     )
     return ClaimOutcome(key, name, True, devices, reserved)
+
+
+def as_scheduled(
+    created: Mapping[str, Any], current: Mapping[str, Any], claims: Sequence[Raw]
+) -> tuple[Raw, list[Raw]]:
+    """The pod and its template claims as a scheduler met them, for a replay over the cluster
+    captured before the pod was created: the pod as created with the status.resourceClaimStatuses
+    the controller wrote since, and the claims made from its templates (among `claims`, the pod's
+    claims as the apiserver has them now) without the status a scheduler gave them since."""
+    statuses = (current.get("status") or {}).get("resourceClaimStatuses")
+    pod = dict(created)
+    if statuses:
+        pod["status"] = {**(created.get("status") or {}), "resourceClaimStatuses": list(statuses)}
+    generated = {str(entry.get("resourceClaimName")) for entry in statuses or () if entry.get("resourceClaimName")}
+    made = [
+        {k: v for k, v in claim.items() if k != "status"} for claim in claims if claim["metadata"]["name"] in generated
+    ]
+    return pod, made

@@ -12,6 +12,7 @@ Must never: tune either scheduler beyond the shared PROFILES, or touch a cluster
 from __future__ import annotations
 
 import copy
+import dataclasses
 import http.client
 import json
 import re
@@ -439,26 +440,34 @@ class Side:
         self._uids[step.name] = (namespace, uid)
         gated = bool(pod["spec"].get("schedulingGates"))
         outcome = self._settle(namespace, step.name, uid, gated)
-        claims = self._claims(step.name)
+        current, raw_claims = self._pod_claims(step.name)
+        claims = None
+        encounter = Encounter(created, state)
+        if current is not None:
+            claims = tuple(dra.claim_outcome(key, claim) for key, claim in raw_claims)
+            pod_met, made = dra.as_scheduled(created, current, [c for _, c in raw_claims if c is not None])
+            resources = (*state.resources, *(("ResourceClaim", claim) for claim in made))
+            encounter = Encounter(pod_met, dataclasses.replace(state, resources=resources))
         if outcome.verdict == "unschedulable" and not step.keep:
             self.api("DELETE", self._pod_path(namespace, step.name) + "?gracePeriodSeconds=0", ok=(200, 404))
         scores = self._scores_since(offset, namespace, step.name) if outcome.verdict == "bound" else None
-        return Observation(step.name, outcome, Encounter(created, state), scores, claims)
+        return Observation(step.name, outcome, encounter, scores, claims)
 
-    def _claims(self, name: str) -> tuple[dra.ClaimOutcome, ...] | None:
-        """What each claim of this scenario's pod `name` got (None outside DRA scenarios)."""
+    def _pod_claims(self, name: str) -> tuple[Raw | None, list[tuple[str, Raw | None]]]:
+        """This scenario's pod `name` now and each of its claims (key, the ResourceClaim or None when
+        it does not exist); (None, []) outside DRA scenarios."""
         pod = self._current(name) if self._dra else None
         if pod is None:
-            return None
+            return None, []
         namespace = pod["metadata"]["namespace"]
-        out = []
+        out: list[tuple[str, Raw | None]] = []
         for key, claim_name in dra.claim_names(pod):
             claim = None
             if claim_name:
                 path = f"{_kind_path(dra.API_VERSION, 'ResourceClaim', namespace)}/{claim_name}"
                 claim = self.api("GET", path, ok=(200, 404))
-            out.append(dra.claim_outcome(key, claim if claim and claim.get("kind") == "ResourceClaim" else None))
-        return tuple(out)
+            out.append((key, claim if claim and claim.get("kind") == "ResourceClaim" else None))
+        return pod, out
 
     def _current(self, name: str) -> Raw | None:
         """The watch's latest copy of this scenario's pod `name` (None until the watch saw it);
@@ -536,7 +545,9 @@ class Side:
             outcome = (_outcome(raw) or _waiting(raw)) if raw is not None else Outcome("pending")
             namespace = self._uids[pod][0]
             scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
-            claims = self._claims(pod) if raw is not None else None
+            claims = None
+            if raw is not None and self._dra:
+                claims = tuple(dra.claim_outcome(key, claim) for key, claim in self._pod_claims(pod)[1])
             observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores, claims))
         return observations
 

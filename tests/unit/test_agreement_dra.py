@@ -19,7 +19,14 @@ from harness.agreement.compare import (
     compare_claims,
     node_local_pools,
 )
-from harness.agreement.dra import EXTENDED_RESOURCES, AllocatedDevice, ClaimOutcome, claim_names, claim_outcome
+from harness.agreement.dra import (
+    EXTENDED_RESOURCES,
+    AllocatedDevice,
+    ClaimOutcome,
+    as_scheduled,
+    claim_names,
+    claim_outcome,
+)
 from harness.agreement.report import AgreementReport, RunInfo
 from harness.agreement.scenarios import (
     ActionStep,
@@ -349,6 +356,20 @@ def test_a_claim_outcome_keeps_what_runs_can_agree_on() -> None:
     )
     assert claim_outcome("gpu", {"metadata": {"name": "c1"}}) == ClaimOutcome("gpu", "c1")
     assert str(claim_outcome("gpu", None)) == "gpu: no claim"
+
+
+def test_the_replay_meets_the_pod_and_its_template_claims_as_the_scheduler_did() -> None:
+    """The cluster is captured before the pod exists; the claims the controller made from its
+    templates are added, unallocated, and the pod gets the status naming them."""
+    created = {"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}]}}
+    statuses = [{"name": "g", "resourceClaimName": "p-g-x7k2q"}]
+    current = {**created, "status": {"phase": "Running", "resourceClaimStatuses": statuses}}
+    made = {"metadata": {"name": "p-g-x7k2q"}, "spec": {"devices": {}}, "status": {"allocation": {}, "reservedFor": []}}
+    named = {"metadata": {"name": "shared"}, "spec": {"devices": {}}, "status": {"allocation": {}}}
+    pod, claims = as_scheduled(created, current, [made, named])
+    assert pod == {**created, "status": {"resourceClaimStatuses": statuses}}
+    assert claims == [{"metadata": {"name": "p-g-x7k2q"}, "spec": {"devices": {}}}]
+    assert as_scheduled(created, created, [named]) == (created, [])
 
 
 # --------------------------------------------------------------------------- the comparison
