@@ -438,8 +438,12 @@ class Side:
         created = self.api("POST", self._pod_path(namespace), pod)
         uid = created["metadata"]["uid"]
         self._uids[step.name] = (namespace, uid)
-        gated = bool(pod["spec"].get("schedulingGates"))
-        outcome = self._settle(namespace, step.name, uid, gated)
+        # A gated pod, or one the scenario says no scheduler decides on (PreEnqueue holds it: a
+        # claim that does not exist yet), is observed once QUIET_SECONDS passed without a decision.
+        waits = bool(pod["spec"].get("schedulingGates")) or (
+            step.expect is not None and step.expect.verdict == "pending"
+        )
+        outcome = self._settle(namespace, step.name, uid, waits)
         current, raw_claims = self._pod_claims(step.name)
         claims = None
         encounter = Encounter(created, state)
@@ -483,15 +487,15 @@ class Side:
             )
         return None
 
-    def _settle(self, namespace: str, name: str, uid: str, gated: bool) -> Outcome:
+    def _settle(self, namespace: str, name: str, uid: str, waits: bool) -> Outcome:
         def decided() -> Outcome | None:
             pod = self._current(name)
             return None if pod is None else _outcome(pod)
 
-        outcome = self._watch.wait_until(decided, QUIET_SECONDS if gated else SETTLE_TIMEOUT)
+        outcome = self._watch.wait_until(decided, QUIET_SECONDS if waits else SETTLE_TIMEOUT)
         if outcome is not None:
             return outcome
-        if not gated:
+        if not waits:
             watch = f" (last watch error: {self._watch.error})" if self._watch.error else ""
             return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s{watch}")
         current = self._current(name)

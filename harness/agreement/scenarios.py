@@ -292,8 +292,8 @@ class PodStep:
 
 
 ACTIONS = ("patch", "delete", "create")
-# Action targets besides nodes and pods: a raw object of a kind run.py knows, or a short slice.
-_OBJECT_TARGETS = ("object", "resourceSlice")
+# Action targets besides nodes and pods: a raw object of a kind run.py knows, a short slice or claim.
+_OBJECT_TARGETS = ("object", "resourceSlice", "claim")
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,8 @@ def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
     kinds = [kind for kind in ("node", "pod", *_OBJECT_TARGETS) if kind in item]
     if action not in ACTIONS or len(kinds) != 1:
         raise ScenarioError(
-            f"{where}: an action is one of {ACTIONS} on exactly one `node:`, `pod:`, `object:` or `resourceSlice:`"
+            f"{where}: an action is one of {ACTIONS} on exactly one of `node:`, `pod:`, "
+            "`object:`, `resourceSlice:`, `claim:`"
         )
     kind = kinds[0]
     if kind in _OBJECT_TARGETS:
@@ -334,6 +335,8 @@ def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
             raise ScenarioError(f"{where}: objects are created or deleted by an action, not patched")
         if kind == "resourceSlice":
             body = dra.resource_slice_object(item["resourceSlice"], f"{where}.resourceSlice")
+        elif kind == "claim":
+            body = dra.claim_object(item["claim"], f"{where}.claim")
         else:
             body = dict(item["object"])
         kind, name = str(body.get("kind")), str(body["metadata"]["name"])

@@ -269,6 +269,12 @@ def test_expectations_line_up_with_the_observations() -> None:
                     },
                     "observe": ["a"],
                 },
+                {
+                    "action": "create",
+                    "claim": {"name": "later", "requests": [{"name": "gpu", "class": "gpu.example.com"}]},
+                    "observe": ["a"],
+                    "expect": {"a": "pending"},
+                },
             ],
         },
     )
@@ -279,8 +285,10 @@ def test_expectations_line_up_with_the_observations() -> None:
         None,
         Expectation("bound", "n1"),
         None,
+        Expectation("pending"),
     ]
-    create, delete = scenario.steps[3], scenario.steps[4]
+    create, delete, claim = scenario.steps[3], scenario.steps[4], scenario.steps[5]
+    assert isinstance(claim, ActionStep) and claim.body["kind"] == "ResourceClaim" and claim.label.endswith("later")
     assert isinstance(create, ActionStep) and isinstance(delete, ActionStep)
     assert (create.kind, create.name, create.on_object) == ("ResourceSlice", "n1-gpu.example.com", True)
     assert create.label == "after create ResourceSlice n1-gpu.example.com"
