@@ -530,6 +530,22 @@ volume_scheduling_stage_errors = Counter(
     registry=REGISTRY,
 )
 
+# ---- scheduler_dra_* (DynamicResources' device binding conditions, kube's metrics.go) ----------
+
+dra_binding_conditions_allocations = Counter(
+    "scheduler_dra_bindingconditions_allocations",
+    "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+    ["profile", "driver", "status"],
+    registry=REGISTRY,
+)
+dra_binding_conditions_wait_duration = Histogram(
+    "scheduler_dra_bindingconditions_wait_duration_seconds",
+    "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+    ["profile", "driver", "status"],
+    buckets=[0.1 * 2**i for i in range(14)],
+    registry=REGISTRY,
+)
+
 # ---- leader_election_* (component-base/metrics/prometheus/clientgo/leaderelection) --------------
 
 leader_election_master_status = Gauge(

@@ -26,6 +26,7 @@ from scheduler.model.objects import Pod, PodDisruptionBudget
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
+    from scheduler.framework.dra import DraManager
 
 
 class SnapshotLister(Protocol):
@@ -120,6 +121,11 @@ class Handle(Protocol):
     def workloads(self) -> WorkloadLister: ...
     @property
     def volumes(self) -> VolumeLister: ...
+    @property
+    def dra(self) -> DraManager:
+        """ResourceClaims (with in-flight allocations), ResourceSlices, DeviceClasses, DeviceTaintRules."""
+        ...
+
     @property
     def client(self) -> ApiClient: ...
     @property

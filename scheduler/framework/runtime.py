@@ -58,6 +58,7 @@ from scheduler.framework.types import (
     Status,
     plugin_list,
 )
+from scheduler.framework.dra import DraManager
 from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
@@ -255,11 +256,13 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        dra: DraManager | None = None,
         feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
     ) -> None:
         self._client = client
         self._feature_gates = feature_gates
         self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DraManager()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -323,6 +326,10 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
+
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]

@@ -428,6 +428,10 @@ class PriorityQueue:
                 strategy = Strategy.AFTER_BACKOFF
         return strategy
 
+    def _gating_plugin_registered(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
+        registered = self._profile(info.pod).events.get(info.gating_plugin, ())
+        return any(candidate.event.matches(event) for candidate in registered)
+
     def _in_flight_strategy(
         self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, EventObject | None, EventObject | None]]
     ) -> Strategy:
@@ -451,7 +455,9 @@ class PriorityQueue:
             return 0
         moved = 0
         for uid, info in list(self._unschedulable.items()):
-            if info.gated and event is not FORCE_ACTIVATE:
+            # A pod held at PreEnqueue is looked at again only for the events its gating plugin
+            # registered (a claim created for a pod DynamicResources holds) or a wildcard one.
+            if info.gated and not event.is_wildcard and not self._gating_plugin_registered(info, event):
                 continue
             if pre_check is not None and not pre_check(info.pod):
                 continue
