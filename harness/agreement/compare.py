@@ -170,6 +170,8 @@ def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, A
         informers.on_workload(api_version, kind, "ADDED", workload)
     for kind, volume in state.volumes:
         informers.on_volume_object(kind, "ADDED", volume)
+    for kind, resource in state.resources:
+        informers.on_dra_object(kind, "ADDED", resource)
     for node in state.nodes:
         informers.on_node("ADDED", node)
     for assigned in state.pods:
