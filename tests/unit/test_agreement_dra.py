@@ -5,12 +5,14 @@ node; a node's own pool read as LOCAL_POOL only when the two schedulers chose di
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from harness.agreement.compare import (
     LOCAL_POOL,
+    ClusterState,
     Observation,
     Outcome,
     SideRun,
@@ -18,6 +20,7 @@ from harness.agreement.compare import (
     compare,
     compare_claims,
     node_local_pools,
+    replay,
 )
 from harness.agreement.dra import (
     EXTENDED_RESOURCES,
@@ -484,6 +487,44 @@ def test_a_kube_scheduler_that_does_not_do_what_the_scenario_says_fails_the_scen
     assert "tests something else" in result.diff()
     report = AgreementReport([result], 1.0, (), RunInfo("now", "test"))
     assert report.table_rows()[0][6:8] == ["0/0", "0/1"]
+
+
+def test_the_replay_allocates_over_the_dra_objects_the_pod_met() -> None:
+    """Our framework replayed over a captured cluster sees its DeviceClasses, ResourceSlices and
+    claims: the pod fits only where the slice's devices are, and not once they are allocated."""
+    scenario = parse_scenario(
+        "s",
+        {
+            "deviceClasses": GPU_CLASS,
+            "resourceSlices": [{"node": "n2", "devices": ["gpu-0"]}],
+            # As the apiserver's defaulting leaves it (the cluster state is read back from it).
+            "claims": [
+                {
+                    "name": "c",
+                    "requests": [{"name": "gpu", "class": "gpu.example.com", "mode": "ExactCount", "count": 1}],
+                }
+            ],
+            "nodes": [{"name": "n1"}, {"name": "n2"}],
+            "pods": [{"name": "p", "claims": ["c"]}],
+        },
+    )
+    step = scenario.steps[0]
+    assert isinstance(step, PodStep)
+    resources = tuple(
+        (o["kind"], {**o, "metadata": {**o["metadata"], "uid": o["metadata"]["name"]}}) for o in scenario.objects
+    )
+    state = ClusterState(namespaces=(), workloads=(), nodes=scenario.nodes, pods=(), resources=resources)
+    config = parse_config(scheduler_config("ours"))
+    pod = {**step.pod, "metadata": {**step.pod["metadata"], "uid": "p-uid"}}
+    assert replay(config, state, pod, "default").feasible == ("n2",)
+    held = {"metadata": {"name": "held", "namespace": "default", "uid": "held"}, "spec": resources[2][1]["spec"]}
+    held["status"] = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": "gpu.example.com", "pool": "n2", "device": "gpu-0"}]}
+        }
+    }
+    full = dataclasses.replace(state, resources=(*resources, ("ResourceClaim", {"kind": "ResourceClaim", **held})))
+    assert replay(config, full, pod, "default").feasible == ()
 
 
 # --------------------------------------------------------------------------- the scenarios
