@@ -130,6 +130,14 @@ def parse_args(args: Mapping[str, Any]) -> DynamicResourcesArgs:
     return DynamicResourcesArgs(filter_timeout, binding_timeout)
 
 
+class ClaimWriteError(Exception):
+    """A claim write PreBind makes failed; the message is kube's (what was written, the apiserver's words)."""
+
+    def __init__(self, message: str, cause: ApiError) -> None:
+        super().__init__(message)
+        self.conflict = cause.conflict
+
+
 class DeviceBindingError(Exception):
     """A device's binding failure condition is true (kube's ErrDeviceBindingFailed)."""
 
@@ -520,7 +528,7 @@ class DynamicResources:
                 continue
             try:
                 written = await self._bind_claim(data, index, pod, node_name)
-            except (ApiError, ClaimProblem, ext.ExtendedProblem) as exc:
+            except (ApiError, ClaimProblem, ClaimWriteError, ext.ExtendedProblem) as exc:
                 return Status.as_error(exc, NAME)
             if written is not None:
                 data.claims.claims[index] = written
@@ -554,12 +562,16 @@ class DynamicResources:
             refresh = False
             for attempt in range(CONFLICT_RETRIES):
                 if refresh:
-                    claim = await client.get_resource_claim(namespace_of(claim), name_of(claim))
+                    try:
+                        claim = await client.get_resource_claim(namespace_of(claim), name_of(claim))
+                    except ApiError as exc:
+                        detail = f"get updated claim {claim_ref(claim)} after conflict: {exc.message}"
+                        raise ClaimProblem(detail) from exc
                 refresh = True
                 try:
                     written = await self._write_claim(claim, allocation, pod)
                     break
-                except ApiError as exc:
+                except ClaimWriteError as exc:
                     if not exc.conflict or attempt == CONFLICT_RETRIES - 1:
                         raise
                     await asyncio.sleep(CONFLICT_RETRY_SECONDS)
@@ -588,14 +600,21 @@ class DynamicResources:
             finalizers = body.setdefault("metadata", {}).get("finalizers") or []
             if FINALIZER not in finalizers:
                 body["metadata"]["finalizers"] = [*finalizers, FINALIZER]
-                body = copy.deepcopy(dict(await client.update_resource_claim(body)))
+                try:
+                    body = copy.deepcopy(dict(await client.update_resource_claim(body)))
+                except ApiError as exc:
+                    raise ClaimWriteError(f"add finalizer to claim {claim_ref(body)}: {exc.message}", exc) from exc
                 status = body.setdefault("status", {})
             status["allocation"] = copy.deepcopy(dict(allocation))
         status["reservedFor"] = [*(status.get("reservedFor") or ()), pod_reference(pod)]
         if status.get("allocation") is None:
             raise ClaimProblem(f"claim {claim_ref(body)} got deallocated elsewhere in the meantime")
         status["allocation"].setdefault("allocationTimestamp", _now_rfc3339())
-        return await client.update_resource_claim_status(body)
+        try:
+            return await client.update_resource_claim_status(body)
+        except ApiError as exc:
+            what = "add allocation and reservation" if allocation is not None else "add reservation"
+            raise ClaimWriteError(f"{what} to claim {claim_ref(body)}: {exc.message}", exc) from exc
 
     async def _wait_for_binding_conditions(self, data: _StateData, pod: Pod, node_name: str) -> Status | None:
         if not has_binding_conditions(data.claims):

@@ -21,7 +21,8 @@ API (mirrors upstream's NewAllocator / Allocate):
 - `claims`: the claims still to allocate, in order. Returns one v1 `AllocationResult` dict per
   claim (`devices.results[]` with request/driver/pool/device, adminAccess, tolerations, shareID,
   consumedCapacity, bindingConditions/bindingFailureConditions; `devices.config[]`;
-  `nodeSelector`), or None when they do not fit on this node.
+  `nodeSelector`), or None when they do not fit on this node. Like kube's, a result shares
+  nested objects (tolerations, opaque configs, selector requirements) with the inputs: read-only.
 - Errors: `AllocatorError` — a claim-level problem with kube's message (unknown class, CEL
   compile/runtime error, invalid request): abort the pod's attempt. Its subclass
   `FailedAllocationOnNodeError` ("invalid resource pools were encountered") concerns this node

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from plugins.dynamicresources.cel import CELError, CompilationResult, enhance_runtime_error
+from plugins.dynamicresources.cel import CELDevice, CELError, CompilationResult, enhance_runtime_error
 from scheduler.model.objects import Node
 
 from . import capacity as cap
@@ -97,18 +97,42 @@ class _RequestData:
     num_devices: int = 0
     selected_sub_request: int = 0
     all_devices: list[_Candidate] = field(default_factory=list)
+    # Candidate index -> whether the device is selectable for this (sub)request.
+    matches: dict[int, bool] = field(default_factory=dict)
+    # Candidate index -> whether the request fits the device's capacity, as long as no share of
+    # the device is being allocated (then the answer depends on the search's state).
+    fits_unshared: dict[int, bool] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
         return f"{self.parent}/{self.request.name}" if self.parent else self.request.name
 
 
-@dataclass(slots=True)
 class _Candidate:
-    id: DeviceID
-    device: Raw
-    slice: Raw
-    pool: Pool
+    """One device of a usable pool as the search meets it; `index` is its place in search order."""
+
+    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice")
+
+    def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
+        self.index = index
+        self.id = device_id
+        self.device = device
+        self.slice = slice_
+        self.pool = pool
+        self.has_capacity = bool(device.get("capacity"))
+        self._cel_device: CELDevice | None = None
+
+    def cel_device(self) -> CELDevice:
+        """The device as CEL sees it, converted once for every selector of every request."""
+        if self._cel_device is None:
+            device = self.device
+            self._cel_device = CELDevice(
+                self.id.driver,
+                device.get("attributes") or {},
+                device.get("capacity") or {},
+                bool(device.get("allowMultipleAllocations")),
+            )
+        return self._cel_device
 
 
 @dataclass(slots=True)
@@ -118,7 +142,7 @@ class _DeviceResult:
     id: DeviceID
     device: Raw
     slice: Raw
-    share_id: str | None
+    shared: bool  # allocated with allowMultipleAllocations: the result gets a fresh share id
     consumed: dict[str, cap.Amount] | None
     admin_access: bool
 
@@ -225,7 +249,8 @@ class _Run:
         self.pools: list[Pool] = []
         self.request_data: dict[tuple[int, int, int], _RequestData] = {}
         self.constraints: list[list[Constraint]] = []
-        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        # Every device of the usable pools, in search order: pools, their slices, their devices.
+        self.candidates: list[_Candidate] = []
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.allocating_devices: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, ConsumedCapacity] = {}
@@ -242,16 +267,25 @@ class _Run:
             self.pools = gather_pools(slices_for_node, self.node, self.features, a.all_slices)
         except AllocatorError as exc:
             raise AllocatorError(f"gather pool information: {exc}") from exc
+        for pool in self.pools:
+            if pool.incomplete or pool.invalid:
+                continue  # Nothing is allocated from them, but other pools may still do.
+            for slice_ in pool.device_slices:
+                for device in (slice_.get("spec") or {}).get("devices") or ():
+                    device_id = DeviceID(pool.id.driver, pool.id.pool, str(device.get("name") or ""))
+                    self.candidates.append(_Candidate(len(self.candidates), device_id, device, slice_, pool))
 
         for claim_index, claim in enumerate(self.claims):
             self._check_claim(claim_index, claim)
 
         try:
             done = self._allocate_one(
-                claim_index=0, request_index=0, sub_index=0, device_index=0, in_sub=False, start=(0, 0, 0)
+                claim_index=0, request_index=0, sub_index=0, device_index=0, in_sub=False, start=0
             )
-        except _MaxSizeExceeded:
-            done = False
+        except _MaxSizeExceeded as exc:
+            # Only the first claim's alternatives can all run out of room up to here, which the
+            # claims' minimum device counts (checked above) rule out; kube returns its sentinel.
+            raise AllocatorError("allocation max size exceeded") from exc
         if not done:
             if any(pool.invalid for pool in self.pools):
                 raise FailedAllocationOnNodeError("invalid resource pools were encountered")
@@ -355,29 +389,29 @@ class _Run:
                     raise AllocatorError(
                         f"{where}: asks for all devices, but resource pool {pool.id} is currently invalid"
                     )
-                for slice_ in pool.device_slices:
-                    for device in (slice_.get("spec") or {}).get("devices") or ():
-                        device_id = self._device_id(slice_, device)
-                        if not self._selectable(key, data, slice_, device, device_id):
-                            continue
-                        if self.features.consumable_capacity:
-                            # Only the static capacity here: what others hold is checked while
-                            # allocating, so a busy matching device makes "All" fail.
-                            try:
-                                fits = cap.fits(
-                                    None,
-                                    request.capacity,
-                                    device.get("capacity") or {},
-                                    None,
-                                    self.features.fractional_capacity_range,
-                                )
-                            except cap.CapacityError as exc:
-                                raise AllocatorError(
-                                    f"{where}: checking capacity for device {device.get('name', '')}: {exc}"
-                                ) from exc
-                            if not fits:
-                                continue
-                        data.all_devices.append(_Candidate(device_id, device, slice_, pool))
+            # No pool is incomplete or invalid here, so the candidates are all their devices.
+            for candidate in self.candidates:
+                if not self._selectable(key[0], data, candidate):
+                    continue
+                if self.features.consumable_capacity:
+                    # Only the static capacity here: what others hold is checked while
+                    # allocating, so a busy matching device makes "All" fail.
+                    device = candidate.device
+                    try:
+                        fits = cap.fits(
+                            None,
+                            request.capacity,
+                            device.get("capacity") or {},
+                            None,
+                            self.features.fractional_capacity_range,
+                        )
+                    except cap.CapacityError as exc:
+                        raise AllocatorError(
+                            f"{where}: checking capacity for device {device.get('name', '')}: {exc}"
+                        ) from exc
+                    if not fits:
+                        continue
+                data.all_devices.append(candidate)
             data.num_devices = len(data.all_devices)
         else:
             raise AllocatorError(f"{where}: unsupported count mode {request.mode}")
@@ -407,7 +441,7 @@ class _Run:
         sub_index: int,
         device_index: int,
         in_sub: bool,
-        start: tuple[int, int, int],
+        start: int,
     ) -> bool:
         """allocateOne: true once every remaining device of every claim is found."""
         self._tick()
@@ -415,7 +449,7 @@ class _Run:
             return True
         if request_index >= self.num_requests[claim_index]:
             try:
-                return self._allocate_one(claim_index + 1, 0, 0, 0, False, (0, 0, 0))
+                return self._allocate_one(claim_index + 1, 0, 0, 0, False, 0)
             except _MaxSizeExceeded:
                 # A later claim ran out of room; other choices here may still leave it enough.
                 return False
@@ -427,7 +461,7 @@ class _Run:
             sub = 0
             while (claim_index, request_index, sub) in self.request_data:
                 try:
-                    success = self._allocate_one(claim_index, request_index, sub, device_index, True, (0, 0, 0))
+                    success = self._allocate_one(claim_index, request_index, sub, device_index, True, 0)
                 except _MaxSizeExceeded:
                     sub += 1
                     continue
@@ -445,7 +479,7 @@ class _Run:
         if all_mode and not data.all_devices:
             return False
         if device_index >= data.num_devices:
-            return self._allocate_one(claim_index, request_index + 1, 0, 0, False, (0, 0, 0))
+            return self._allocate_one(claim_index, request_index + 1, 0, 0, False, 0)
         if data.num_devices - device_index > ALLOCATION_RESULTS_MAX_SIZE - len(self.results[claim_index]):
             raise _MaxSizeExceeded
 
@@ -455,7 +489,7 @@ class _Run:
             if undo is None:
                 return False
             try:
-                done = self._allocate_one(claim_index, request_index, sub_index, device_index + 1, in_sub, (0, 0, 0))
+                done = self._allocate_one(claim_index, request_index, sub_index, device_index + 1, in_sub, 0)
             except BaseException:
                 undo()
                 raise
@@ -464,60 +498,53 @@ class _Run:
             return done
 
         state = self.a.allocated_state
-        for pool_index in range(start[0], len(self.pools)):
-            pool = self.pools[pool_index]
-            if pool.incomplete or pool.invalid:
+        consumable = self.features.consumable_capacity
+        candidates = self.candidates
+        for index in range(start, len(candidates)):
+            candidate = candidates[index]
+            device_id = candidate.id
+            if request.admin_access:
+                if claim_index in self.allocating_devices.get(device_id, ()):
+                    continue
+            elif device_id in state.devices or self.allocating_devices.get(device_id):
                 continue
-            slice_start = start[1] if pool_index == start[0] else 0
-            for slice_index in range(slice_start, len(pool.device_slices)):
-                slice_ = pool.device_slices[slice_index]
-                devices = (slice_.get("spec") or {}).get("devices") or ()
-                device_start = start[2] if pool_index == start[0] and slice_index == start[1] else 0
-                for position in range(device_start, len(devices)):
-                    device = devices[position]
-                    device_id = DeviceID(pool.id.driver, pool.id.pool, str(device.get("name") or ""))
-                    if request.admin_access:
-                        if claim_index in self.allocating_devices.get(device_id, ()):
-                            continue
-                    elif device_id in state.devices or self.allocating_devices.get(device_id):
-                        continue
-                    if not self._selectable(key, data, slice_, device, device_id):
-                        continue
-                    if (
-                        self.features.consumable_capacity
-                        and (request.capacity is not None or device.get("capacity"))
-                        and not self._capacity_fits(claim_index, request, device_id, device, "checking")
-                    ):
-                        continue
-                    undo = self._allocate_device(
-                        claim_index, key, _Candidate(device_id, device, slice_, pool), must=False
-                    )
-                    if undo is None:
-                        continue
-                    try:
-                        done = self._allocate_one(
-                            claim_index,
-                            request_index,
-                            sub_index,
-                            device_index + 1,
-                            in_sub,
-                            (pool_index, slice_index, position + 1),
-                        )
-                    except BaseException:
-                        undo()
-                        raise
-                    if done:
-                        return True
-                    undo()
+            if not self._selectable(claim_index, data, candidate):
+                continue
+            if (
+                consumable
+                and (request.capacity is not None or candidate.has_capacity)
+                and not self._capacity_fits(claim_index, data, candidate, "checking")
+            ):
+                continue
+            undo = self._allocate_device(claim_index, key, candidate, must=False)
+            if undo is None:
+                continue
+            try:
+                # The request's next device comes after this one: combinations, not permutations.
+                done = self._allocate_one(claim_index, request_index, sub_index, device_index + 1, in_sub, index + 1)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
         return False
 
-    def _capacity_fits(self, claim_index: int, request: _Request, device_id: DeviceID, device: Raw, verb: str) -> bool:
+    def _capacity_fits(self, claim_index: int, data: _RequestData, candidate: _Candidate, verb: str) -> bool:
+        """CmpRequestOverCapacity for the request and the device as the search stands."""
+        device_id = candidate.id
+        allocating = self.allocating_capacity.get(device_id)
+        if allocating is None:
+            cached = data.fits_unshared.get(candidate.index)
+            if cached is not None:
+                return cached
+        request = data.request
         try:
-            return cap.fits(
+            fits = cap.fits(
                 self.a.allocated_state.aggregated_capacity.get(device_id),
                 request.capacity,
-                device.get("capacity") or {},
-                self.allocating_capacity.get(device_id),
+                candidate.device.get("capacity") or {},
+                allocating,
                 self.features.fractional_capacity_range,
             )
         except cap.CapacityError as exc:
@@ -525,32 +552,33 @@ class _Run:
                 f"claim {klog_name(self.claims[claim_index])}, request {request.name}: "
                 f"{verb} capacity for device {device_id}: {exc}"
             ) from exc
+        if allocating is None:
+            data.fits_unshared[candidate.index] = fits
+        return fits
 
-    def _selectable(
-        self, key: tuple[int, int, int], data: _RequestData, slice_: Raw, device: Raw, device_id: DeviceID
-    ) -> bool:
+    def _selectable(self, claim_index: int, data: _RequestData, candidate: _Candidate) -> bool:
         """isSelectable: class and request selectors match, the device is on this node."""
+        device = candidate.device
         if not self.features.device_binding_and_status and device.get("bindingConditions"):
             return False
-        match_key = (device_id, *key)
-        cached = self.matches.get(match_key)
+        cached = data.matches.get(candidate.index)
         if cached is not None:
             return cached
         result = True
         if data.device_class is not None:
             class_selectors = (data.device_class.get("spec") or {}).get("selectors") or ()
-            result = self._selectors_match(key[0], device, device_id, data.device_class, class_selectors)
+            result = self._selectors_match(claim_index, candidate, data.device_class, class_selectors)
         if result:
-            result = self._selectors_match(key[0], device, device_id, None, data.request.selectors)
-        if result and (slice_.get("spec") or {}).get("perDeviceNodeSelection"):
+            result = self._selectors_match(claim_index, candidate, None, data.request.selectors)
+        if result and (candidate.slice.get("spec") or {}).get("perDeviceNodeSelection"):
             result = node_matches(
                 self.node, device.get("nodeName") or "", bool(device.get("allNodes")), device.get("nodeSelector")
             )
-        self.matches[match_key] = result
+        data.matches[candidate.index] = result
         return result
 
     def _selectors_match(
-        self, claim_index: int, device: Raw, device_id: DeviceID, device_class: Raw | None, selectors: Sequence[Raw]
+        self, claim_index: int, candidate: _Candidate, device_class: Raw | None, selectors: Sequence[Raw]
     ) -> bool:
         if device_class is not None:
             owner = f"class {(device_class.get('metadata') or {}).get('name', '')}"
@@ -561,16 +589,11 @@ class _Run:
             if compiled.error is not None:
                 raise AllocatorError(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                matches = compiled.device_matches(
-                    device_id.driver,
-                    device.get("attributes") or {},
-                    device.get("capacity") or {},
-                    allow_multiple_allocations=bool(device.get("allowMultipleAllocations")),
-                )
+                matches = compiled.matches(candidate.cel_device())
             except CELError as exc:
-                detail = enhance_runtime_error(str(exc))
                 raise AllocatorError(
-                    f"{owner}: selector #{i} on device {device_id}: CEL runtime error: {detail}"
+                    f"{owner}: selector #{i} on device {candidate.id}: "
+                    f"CEL runtime error: {enhance_runtime_error(str(exc))}"
                 ) from exc
             if not matches:
                 return False
@@ -635,12 +658,12 @@ class _Run:
             marked = True
 
         consumed: dict[str, cap.Amount] | None = None
-        share_id: str | None = None
+        shared = False
         if features.consumable_capacity:
             # Nothing to recheck when neither side names a capacity.
-            if request.capacity is not None or device.get("capacity"):
+            if request.capacity is not None or candidate.has_capacity:
                 try:
-                    fits = self._capacity_fits(claim_index, request, device_id, device, "rechecking")
+                    fits = self._capacity_fits(claim_index, data, candidate, "rechecking")
                 except AllocatorError:
                     rollback()
                     raise
@@ -658,7 +681,7 @@ class _Run:
                         f"claim {klog_name(self.claims[claim_index])}, request {request.name}: "
                         f"computing consumed capacity for device {device_id}: {exc}"
                     ) from exc
-                share_id = str(uuid.uuid4())
+                shared = True
                 entry_existed = device_id in self.allocating_capacity
                 inserted = {name: value.value for name, value in consumed.items()}
                 add_capacity(self.allocating_capacity.setdefault(device_id, {}), inserted)
@@ -671,7 +694,7 @@ class _Run:
                 id=device_id,
                 device=device,
                 slice=candidate.slice,
-                share_id=share_id,
+                shared=shared,
                 consumed=consumed or None,
                 admin_access=request.admin_access,
             )
@@ -786,8 +809,9 @@ class _Run:
             tolerations = self._tolerations_of(requests, internal)
             if tolerations:
                 entry["tolerations"] = tolerations
-            if internal.share_id is not None:
-                entry["shareID"] = internal.share_id
+            if internal.shared:
+                # Drawn only for the solution, not for every candidate the search tries.
+                entry["shareID"] = str(uuid.uuid4())
             if internal.consumed:
                 entry["consumedCapacity"] = {name: value.text for name, value in internal.consumed.items()}
             if self.features.device_binding_and_status:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from scheduler.model.objects import Node
@@ -230,8 +231,8 @@ def _build_pool(pid: PoolID, pool_slices: list[Raw], features: Features, all_for
     )
 
 
-def _quantity_problem(device: Raw) -> str:
-    """The first quantity of the device (capacity and its policy, counters) that does not parse."""
+def _quantities(device: Raw) -> list[tuple[str, Any]]:
+    """Every quantity of the device (capacity and its policy, counters) with its field path."""
     fields: list[tuple[str, Any]] = []
     for name, capacity in (device.get("capacity") or {}).items():
         fields.append((f"capacity[{name}].value", capacity.get("value", "0")))
@@ -244,13 +245,31 @@ def _quantity_problem(device: Raw) -> str:
     for i, consumption in enumerate(device.get("consumesCounters") or ()):
         for name, counter in (consumption.get("counters") or {}).items():
             fields.append((f"consumesCounters[{i}].counters[{name}].value", (counter or {}).get("value", "0")))
-    for path, value in fields:
-        if value is None:
-            continue
-        try:
-            amount(value)
-        except CapacityError as exc:
-            return f"{path}: {exc}"
+    return fields
+
+
+@lru_cache(maxsize=4096)
+def _parses(value: str | int) -> bool:
+    try:
+        amount(value)
+    except CapacityError:
+        return False
+    return True
+
+
+def _quantity_problem(device: Raw) -> str:
+    """The first quantity of the device that does not parse, with its field path; "" if none."""
+    capacity = device.get("capacity")
+    if capacity and all(_parses(c.get("value", "0")) and not c.get("requestPolicy") for c in capacity.values()):
+        capacity = None  # the common case, checked without naming every field
+    if not capacity and not device.get("consumesCounters"):
+        return ""
+    for path, value in _quantities(device):
+        if value is not None and not _parses(value):
+            try:
+                amount(value)
+            except CapacityError as exc:
+                return f"{path}: {exc}"
     return ""
 
 

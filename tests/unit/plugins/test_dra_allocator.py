@@ -313,3 +313,20 @@ def test_an_unparseable_quantity_spoils_its_pool_only(broken: list[dict[str, Any
     assert results[0]["devices"]["results"][0]["pool"] == "pool-2"
     with pytest.raises(FailedAllocationOnNodeError, match=r"^invalid resource pools were encountered$"):
         _allocate(broken, [claim("claim-0", request("req-0", "class-a"))])
+
+
+def test_a_missing_key_error_carries_kubes_hint() -> None:
+    """cel.EnhanceRuntimeError: the allocator adds kube's optional-chaining hint to "no such key"."""
+    slices = [
+        slice_with_devices(
+            "slice-1", "node-1", "pool-1", DRIVER_A, device("device-1", attributes={"model": {"string": "a100"}})
+        )
+    ]
+    selector = {"cel": {"expression": f'device.attributes["{DRIVER_A}"].missing == "x"'}}
+    with pytest.raises(AllocatorError) as raised:
+        _allocate(slices, [claim("claim-0", request("req-0", "class-a", selectors=[selector]))])
+    assert str(raised.value) == (
+        f"claim default/claim-0: selector #0 on device {DRIVER_A}/pool-1/device-1: CEL runtime error: "
+        "no such key: missing. consider using CEL optional chaining (.? followed by orValue()) "
+        "or guarding the check with has() for optional fields"
+    )

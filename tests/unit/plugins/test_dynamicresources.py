@@ -448,3 +448,30 @@ def test_pre_bind_waits_for_binding_conditions_then_times_out() -> None:
     assert status is not None and status.code == Code.ERROR
     assert status.message == "device binding timeout: claim=gpu"  # allocationTimestamp + bindingTimeout passed
     assert [e["name"] for e in client.resource_claims["default/gpu"]["status"]["reservedFor"]] == ["p"]
+
+
+def test_claim_write_errors_read_as_kubes_and_conflicts_are_retried() -> None:
+    """PreBind's status write: a conflict is retried on a re-read claim; any other refusal is the
+    pod's error in kube's words (what was written, then the apiserver's message)."""
+    from scheduler.api.client import ApiError
+
+    cluster = Cluster()
+    cluster.add(DEVICE_CLASS, device_class())
+    cluster.add(RESOURCE_SLICE, resource_slice("n1", 2))
+    for name in ("a", "b"):
+        with_finalizer = claim(name)
+        with_finalizer["metadata"]["finalizers"] = [FINALIZER]
+        cluster.add(RESOURCE_CLAIM, with_finalizer)
+    cluster.client.claim_errors["default/a"] = ApiError(409, "the object has been modified", "Conflict")
+    cluster.client.claim_errors["default/b"] = ApiError(
+        422, 'ResourceClaim.resource.k8s.io "b" is invalid: status.allocation: Forbidden', "Invalid"
+    )
+    cluster.add_pod(pod_with_claims("p1", "a"))
+    cluster.add_pod(pod_with_claims("p2", "b"))
+    cluster.run()
+    assert cluster.client.bindings == {"default/p1": "n1"}
+    assert [verb for verb, key in cluster.client.claim_writes if key == "default/a"] == ["status", "status"]
+    assert cluster.message("p2") == (
+        'running PreBind plugin "DynamicResources": add allocation and reservation to claim default/b: '
+        'ResourceClaim.resource.k8s.io "b" is invalid: status.allocation: Forbidden'
+    )
