@@ -22,7 +22,7 @@ import numpy as np
 from plugins.helper import unexpected_objects
 from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken_linear
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -187,6 +187,22 @@ def insufficient_resources(
     return out
 
 
+_KEYED_REASONS = ("Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
+
+
+def _status_of_key(key: int) -> Status:
+    """The Filter status of a filter_batch key (bit 0: too many pods; then per resource, lacking
+    and lacking even on an empty node)."""
+    reasons = ["Too many pods"] if key & 1 else []
+    unresolvable = False
+    for bit, reason in enumerate(_KEYED_REASONS):
+        if key >> (2 * bit + 1) & 1:
+            reasons.append(reason)
+            unresolvable = unresolvable or bool(key >> (2 * bit + 2) & 1)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(reasons), plugin=NAME)
+
+
 def fits(pod: Pod, node: Node) -> bool:
     """Would the pod fit on this node if it were empty (used by queueing hints)."""
     info = NodeInfo(node)
@@ -253,21 +269,27 @@ class NodeResourcesFit:
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
         return Status(code, tuple(r for r, _ in missing), plugin=NAME)
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
         pre = state.get(PRE_FILTER_KEY)
         requests = pre.requests if pre is not None else pod.fit_requests
         if any(requests.scalar.values()):
             return None  # extended resources: the per-node form handles them
-        mask: BoolArray = table.pod_count < table.alloc_pods
-        if requests.is_zero():
-            return mask
-        if requests.milli_cpu > 0:
-            mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
-        if requests.memory > 0:
-            mask &= requests.memory <= table.alloc_mem - table.req_mem
-        if requests.ephemeral_storage > 0:
-            mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
-        return mask
+        # One bit per (reason, unresolvable) in insufficient_resources' order: a row's key is the
+        # set of what it lacks, and each distinct set becomes one status.
+        keys: IntArray = (table.pod_count >= table.alloc_pods).astype(np.int64)
+        if not requests.is_zero():
+            for bit, (request, alloc, used) in enumerate(
+                (
+                    (requests.milli_cpu, table.alloc_cpu, table.req_cpu),
+                    (requests.memory, table.alloc_mem, table.req_mem),
+                    (requests.ephemeral_storage, table.alloc_eph, table.req_eph),
+                )
+            ):
+                if request > 0:
+                    lacking = request > alloc - used
+                    keys |= lacking.astype(np.int64) << (2 * bit + 1)
+                    keys |= (lacking & (request > alloc)).astype(np.int64) << (2 * bit + 2)
+        return FilterVerdicts.from_keys(keys, _status_of_key)
 
     # ---- PreScore / Score --------------------------------------------------------------
 

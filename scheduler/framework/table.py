@@ -9,17 +9,53 @@ changes — node changes are rare next to pod binds. Read-only for plugins.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.types import NodeInfo
+from scheduler.framework.types import NodeInfo, Status
 from scheduler.model.objects import Node
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 MAX_DERIVED = 4096
+
+# A row code of FilterVerdicts: rejected, with the status the plugin's per-node form gives.
+PER_NODE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FilterVerdicts:
+    """A batch Filter's verdicts with their reasons, so the scheduler need not ask the per-node
+    form why a node was rejected: per row, 0 passes, k > 0 is rejected with statuses[k - 1], and
+    PER_NODE is rejected with whatever the per-node form says (rows a plugin does not describe in
+    arrays). A handful of statuses are shared by all the rows that fail the same way."""
+
+    codes: IntArray
+    statuses: tuple[Status, ...]
+
+    @classmethod
+    def from_mask(cls, mask: BoolArray, status: Status) -> FilterVerdicts:
+        """One reason for every rejected row."""
+        return cls((~mask).astype(np.int64), (status,))
+
+    @classmethod
+    def from_keys(cls, keys: IntArray, status_for: Callable[[int], Status]) -> FilterVerdicts:
+        """Per row a key: 0 passes, PER_NODE as above, any positive key names one way to fail,
+        described by status_for(key) once however many rows share it."""
+        distinct = np.unique(keys[keys > 0])
+        codes: IntArray = np.searchsorted(distinct, keys).astype(np.int64) + 1
+        codes[keys == 0] = 0
+        codes[keys < 0] = PER_NODE
+        return cls(codes, tuple(status_for(int(key)) for key in distinct.tolist()))
+
+    @property
+    def passes(self) -> BoolArray:
+        mask: BoolArray = self.codes == 0
+        return mask
+
 
 _RESOURCE_COLUMNS = (
     "alloc_cpu",
@@ -130,6 +166,19 @@ class NodeTable:
         values = np.fromiter((value(node) if node is not None else 0 for node in self._nodes), np.int64, self.size)
         self._remember(cache_key, values)
         return values
+
+    def node_verdicts(
+        self, key: Hashable, rejection: Callable[[Node], int], status_for: Callable[[int], Status]
+    ) -> FilterVerdicts:
+        """FilterVerdicts.from_keys over rejection(node) for every row (0 for a missing node),
+        cached like node_mask."""
+        cache_key = ("verdicts", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        verdicts = FilterVerdicts.from_keys(self.node_values(key, rejection), status_for)
+        self._remember(cache_key, verdicts)
+        return verdicts
 
     def label_codes(self, key: str) -> tuple[IntArray, Mapping[str, int]]:
         """A topology column: per row a code for the node's value of label `key` (-1 when the node

@@ -1234,8 +1234,9 @@ def test_namespace_selector_terms_take_the_kept_counts_and_the_batch_filter() ->
         state = CycleState()
         assert plugin.pre_filter(state, pod, snap.list()) == (None, None)
         got = [verdict(plugin.filter(state, pod, info)) for info in snap.list()]
-        mask = plugin.filter_batch(state, pod, snap.table)
-        assert mask is not None and mask.tolist() == [v is None for v in got]
+        batch = plugin.filter_batch(state, pod, snap.table)
+        assert batch is not None
+        assert [verdict(batch.statuses[c - 1]) if c else None for c in batch.codes.tolist()] == got
         return got
 
     # e0 (init-0, devops) repels on n0 both ways; e1's namespace is not selected, but its own term

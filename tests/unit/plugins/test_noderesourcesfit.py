@@ -78,9 +78,10 @@ def run_filter(plugin: fit.NodeResourcesFit, pod: Pod, info: NodeInfo) -> Status
     assert result is None and status is None
     verdict = plugin.filter(state, pod, info)
     table = snapshot(info).table
-    mask = plugin.filter_batch(state, pod, table)
-    if mask is not None:
-        assert mask.tolist() == [verdict is None]
+    batch = plugin.filter_batch(state, pod, table)
+    if batch is not None:
+        code = int(batch.codes[0])
+        assert (batch.statuses[code - 1] if code else None) == verdict
     return verdict
 
 
