@@ -17,7 +17,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_node, make_pod, metrics_text, running_scheduler
+from harness.workload import api_pod, make_node, metrics_text, running_scheduler
 from scheduler.model.objects import Resource
 
 SCHEDULER = "secondary-scheduler"
@@ -60,7 +60,7 @@ def _create_workload(core: Any, scheduling: Any) -> int:
     ours = 0
     for group in WORKLOAD:
         for i in range(group.count):
-            pod = make_pod(f"{group.name}-{i}", group.scheduler, group.cpu, group.memory, group.priority_class)
+            pod = api_pod(f"{group.name}-{i}", group.scheduler, group.cpu, group.memory, group.priority_class)
             if group.gated and pod.spec is not None:
                 pod.spec.scheduling_gates = [k8s_client.V1PodSchedulingGate(name="demo.example.com/approval")]
             core.create_namespaced_pod(NAMESPACE, pod)

@@ -259,7 +259,8 @@ def block_bench_runs(root: Path, args: Mapping[str, str]) -> str:
 
 
 def block_bench_ab(root: Path, args: Mapping[str, str]) -> str:
-    """Ours and its variants (`--ours-variant`) in the runs named by `sources` (directories)."""
+    """Ours, its variants (`--ours-variant`) and kube-scheduler where the run measured it, in the runs
+    named by `sources` (directories)."""
     lines = [
         "| run | upstream workload | scheduler | pods/s | CPU ms/pod | peak RSS MiB |",
         "|---|---|---|--:|--:|--:|",
@@ -269,7 +270,7 @@ def block_bench_ab(root: Path, args: Mapping[str, str]) -> str:
         variants = 0
         for workload, rows in f.runs.items():
             for key, row in rows.items():
-                if (key == "ours" or key.startswith("ours-")) and not row.get("error"):
+                if (key in ("ours", "kube") or key.startswith("ours-")) and not row.get("error"):
                     variants += key != "ours"
                     lines.append(
                         f"| {f.label} | {workload} | `{key}` | {_f(row['throughput_avg'])} "

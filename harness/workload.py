@@ -172,9 +172,11 @@ def make_node(
         core.patch_node_status(name, {"status": {"capacity": capacity, "allocatable": capacity}})
 
 
-def make_pod(
+def api_pod(
     name: str, scheduler_name: str, cpu: str = "100m", memory: str = "128Mi", priority_class: str | None = None
 ) -> k8s_client.V1Pod:
+    """A V1Pod to create through the API: one pause container with these requests, labelled app=<name
+    without its last -suffix>. (scheduler.testing.builders.make_pod builds model Pods for unit tests.)"""
     return k8s_client.V1Pod(
         metadata=k8s_client.V1ObjectMeta(name=name, labels={"app": name.rsplit("-", 1)[0]}),
         spec=k8s_client.V1PodSpec(

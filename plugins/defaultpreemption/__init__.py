@@ -35,6 +35,7 @@ from scheduler.framework.types import (
     Code,
     CycleState,
     Diagnosis,
+    EventObject,
     EventResource,
     FitError,
     NodeToStatus,
@@ -104,7 +105,7 @@ def parse_args(args: Mapping[str, Any]) -> PreemptionArgs:
     return PreemptionArgs(percentage, absolute, removal, eviction_timeout)
 
 
-def _skip_on_assigned_pod_delete(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _skip_on_assigned_pod_delete(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     # The plugins whose failure preemption resolves decide about requeueing, not this one.
     return QueueingHint.SKIP
 

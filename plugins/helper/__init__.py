@@ -2,22 +2,59 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from scheduler.framework.table import IntArray, NodeTable
-from scheduler.framework.types import CycleState, NodeInfo, NodeScore, Status
-from scheduler.model.objects import Pod
+from scheduler.framework.types import (
+    ApiObject,
+    CycleState,
+    EventObject,
+    NodeInfo,
+    NodeScore,
+    QueueingHint,
+    QueueingHintFn,
+    Status,
+)
+from scheduler.model.objects import Node, Pod
+
+T = TypeVar("T")
 
 
-def unexpected_objects(kind: type, old: Any, new: Any) -> bool:
-    """Whether a queueing hint got objects other than `kind` (old may be None for an add).
+def event_objects(kind: type[T], old: EventObject | None, new: EventObject | None) -> tuple[T | None, T] | None:
+    """An add's or update's objects as `kind` (old is None for an add); None when they are anything
+    else, a delete's missing new object included.
 
-    Upstream's hints return Queue (with an error) then, so that no pod is stranded.
+    A hint returns Queue on None, as upstream's do (with an error), so that no pod is stranded.
     """
-    return not isinstance(new, kind) or (old is not None and not isinstance(old, kind))
+    if not isinstance(new, kind) or (old is not None and not isinstance(old, kind)):
+        return None
+    return old, new
+
+
+def changed_objects(
+    kind: type[T], old: EventObject | None, new: EventObject | None
+) -> tuple[T | None, T | None] | None:
+    """event_objects for hints that also see deletes, which bring only the old object."""
+    if new is None:
+        return (old, None) if isinstance(old, kind) else None
+    return event_objects(kind, old, new)
+
+
+def api_hint(fn: Callable[[Pod, ApiObject | None, ApiObject | None], QueueingHint]) -> QueueingHintFn:
+    """A storage event's hint, written for the API's mappings; Queue when the event carries a Pod or
+    a Node instead (a Mapping cannot be a `kind` for event_objects: it is abstract)."""
+
+    @functools.wraps(fn)
+    def hint(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
+        if isinstance(old, Pod | Node) or isinstance(new, Pod | Node):
+            return QueueingHint.QUEUE
+        return fn(pod, old, new)
+
+    return hint
 
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: list[NodeScore]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
 from plugins.interpodaffinity.common import NAME as NAME
 from plugins.interpodaffinity.common import ExistingPodTerms
 from plugins.interpodaffinity.filtering import Filtering, filter_batch, filter_node
@@ -25,6 +25,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -135,15 +136,16 @@ def _all_match(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
     return bool(terms) and all(t.matches(pod) for t in terms)
 
 
-def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """A bound pod now matching the pod's affinity was added or relabelled, or one matching its anti-affinity went.
 
     As in 1.34, only the pending pod's own terms are consulted, all of them at once (a deleted
     pod whose anti-affinity repelled the pending one does not requeue it).
     """
-    # A delete brings only the old object.
-    if not isinstance(old, Pod) if new is None else unexpected_objects(Pod, old, new):
+    objects = changed_objects(Pod, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     if any(p is not None and not p.node_name for p in (old, new)):
         return QueueingHint.SKIP
     try:
@@ -158,16 +160,18 @@ def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.SKIP
     if new is not None:
         return QueueingHint.QUEUE if _all_match(affinity, new) else QueueingHint.SKIP
-    return QueueingHint.QUEUE if _all_match(anti_affinity, old) else QueueingHint.SKIP
+    return QueueingHint.QUEUE if old is not None and _all_match(anti_affinity, old) else QueueingHint.SKIP
 
 
-def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _node_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """A node gained an affinity topology key (or its value changed), or lost / changed an anti-affinity one.
 
     Any added node requeues a pod with anti-affinity.
     """
-    if unexpected_objects(Node, old, new):
+    objects = event_objects(Node, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     try:
         affinity, anti_affinity = _pending_terms(pod)
     except SelectorError:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_batch, default_normalize_score, unexpected_objects
+from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -23,6 +23,7 @@ from scheduler.framework.types import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -247,10 +248,12 @@ class NodeAffinity:
             )
         ]
 
-    def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _node_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A node was added that matches, or changed from not matching to matching."""
-        if unexpected_objects(Node, old, new):
+        objects = event_objects(Node, old, new)
+        if objects is None:
             return QueueingHint.QUEUE
+        old, new = objects
         if self.added_required is not None and not self.added_required.matches(new):
             return QueueingHint.SKIP
         required = required_node_affinity(pod)

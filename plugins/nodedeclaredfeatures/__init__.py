@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import unexpected_objects
+from plugins.helper import event_objects
 from plugins.nodedeclaredfeatures.features import DEFAULT_REGISTRY, Registry
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, NodeTable
@@ -22,6 +22,7 @@ from scheduler.framework.types import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
@@ -97,9 +98,13 @@ class NodeDeclaredFeatures:
             ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), self._pod_changed),
         ]
 
-    def _pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """The rejected pod's own update changed what it requires."""
-        if unexpected_objects(Pod, old, new) or old is None:
+        objects = event_objects(Pod, old, new)
+        if objects is None:
+            return QueueingHint.QUEUE
+        old, new = objects
+        if old is None:
             return QueueingHint.QUEUE
         if new.uid != pod.uid:
             return QueueingHint.SKIP
@@ -108,10 +113,12 @@ class NodeDeclaredFeatures:
         return QueueingHint.SKIP if before == after else QueueingHint.QUEUE
 
 
-def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _node_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """A node was added, or its declared features changed."""
-    if unexpected_objects(Node, old, new):
+    objects = event_objects(Node, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     if old is not None and old.declared_features == new.declared_features:
         return QueueingHint.SKIP
     return QueueingHint.QUEUE

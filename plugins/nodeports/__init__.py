@@ -18,6 +18,7 @@ from scheduler.framework.types import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
@@ -117,7 +118,7 @@ class NodePorts:
         ]
 
 
-def _pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_deleted(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """A deleted pod that held (or was about to hold) a port this pod wants frees it."""
     if not isinstance(old, Pod):
         return QueueingHint.QUEUE

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from plugins.helper.resource_allocation import allocatable_and_requested
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
+from scheduler.model.objects import CPU, MEMORY, Pod
 from scheduler.model.quantity import go_add
 from scheduler.model.selectors import aggregate
 
@@ -60,20 +61,6 @@ def parse_args(args: Mapping[str, Any]) -> tuple[str, ...]:
     if errors:
         raise ValueError(aggregate(errors))
     return tuple(names)
-
-
-def _is_scalar(name: str) -> bool:
-    """Extended, hugepages, attachable-volume and kubernetes.io/-prefixed resources."""
-    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
-
-
-def _allocatable_and_allocated(node_info: NodeInfo, name: str, pod_request: int) -> tuple[int, int]:
-    """(allocatable, node's requested without the pod) for one resource; (0, 0) leaves it out."""
-    if name in (CPU, MEMORY, EPHEMERAL_STORAGE):
-        return node_info.allocatable.get(name), node_info.requested.get(name)
-    if not _is_scalar(name) or pod_request == 0 or name not in node_info.allocatable.scalar:
-        return 0, 0
-    return node_info.allocatable.scalar[name], node_info.requested.scalar.get(name, 0)
 
 
 def balanced_resource_scorer(requested: Sequence[int], allocated: Sequence[int], allocatable: Sequence[int]) -> int:
@@ -140,7 +127,7 @@ class NodeResourcesBalancedAllocation:
         allocated: list[int] = []
         requested: list[int] = []
         for name, pod_request in zip(self.resources, requests, strict=True):
-            alloc, used = _allocatable_and_allocated(node_info, name, pod_request)
+            alloc, used = allocatable_and_requested(node_info, name, pod_request, non_zero=False)
             allocatable.append(alloc)
             allocated.append(used if alloc else 0)
             requested.append(go_add(used, pod_request) if alloc else 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from plugins.helper import unexpected_objects
+from plugins.helper import event_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
@@ -19,6 +19,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     QueueingHint,
@@ -64,19 +65,23 @@ class NodeUnschedulable:
         ]
 
 
-def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _node_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """A schedulable node appeared, or a cordoned one was uncordoned."""
-    if unexpected_objects(Node, old, new):
+    objects = event_objects(Node, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     if not new.unschedulable and (old is None or old.unschedulable):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
 
-def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """The rejected pod itself now tolerates cordoned nodes."""
-    if unexpected_objects(Pod, old, new):
+    objects = event_objects(Pod, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     if new.uid == pod.uid and tolerates_unschedulable(new):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from plugins.helper import api_hint
 from plugins.nodevolumelimits.filtering import (
     NAME as NAME,
 )
@@ -27,10 +28,12 @@ from plugins.nodevolumelimits.filtering import (
 from scheduler.framework.interface import Handle, VolumeLister
 from scheduler.framework.types import (
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
@@ -76,7 +79,8 @@ class NodeVolumeLimits:
         ]
 
 
-def _after_csi_node_updated(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_csi_node_updated(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     old_limits = volume_limits(old)
@@ -86,7 +90,7 @@ def _after_csi_node_updated(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _after_pod_deleted(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     if not isinstance(old, Pod) or not pod_volumes(old):
         return QueueingHint.SKIP
     if not old.node_name and not (old.raw.get("status") or {}).get("nominatedNodeName"):
@@ -96,14 +100,16 @@ def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_claim_added(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
     names = {claim_name(pod, v) for v in pod_volumes(pod)}
     return QueueingHint.QUEUE if name_of(new) in names else QueueingHint.SKIP
 
 
-def _after_attachment_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_attachment_deleted(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     attacher = spec(old).get("attacher") if old is not None else None
     for volume in pod_volumes(pod):
         if volume.get("persistentVolumeClaim") is not None:

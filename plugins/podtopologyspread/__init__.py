@@ -12,19 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, unexpected_objects
+from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
 from plugins.podtopologyspread.common import NAME as NAME
 from plugins.podtopologyspread.common import pod_constraints
 from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
 from plugins.podtopologyspread.defaults import PodTopologySpreadArgs, WorkloadLister, parse_args
 from plugins.podtopologyspread.filtering import Filtering, filter_node, update_counts
-from plugins.podtopologyspread.scoring import Scoring, normalize_scores, score_node
+from plugins.podtopologyspread.scoring import Scoring, normalize_batch, normalize_scores, score_batch, score_node
 from scheduler.framework.interface import Handle
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -70,11 +72,17 @@ class PodTopologySpread(CountingPreFilterExtensions):
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         return score_node(state, pod, node_info)
 
+    def score_batch(self, state: CycleState, pod: Pod, table: NodeTable, rows: IntArray) -> IntArray | None:
+        return score_batch(state, table, rows)
+
     def score_extensions(self) -> PodTopologySpread:
         return self
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: list[NodeScore]) -> Status | None:
         return normalize_scores(state, scores)
+
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray | None:
+        return normalize_batch(state, scores)
 
     # ---- requeueing --------------------------------------------------------------------
 
@@ -99,11 +107,12 @@ class PodTopologySpread(CountingPreFilterExtensions):
             ),
         ]
 
-    def _pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A pod of the namespace was bound, relabelled or deleted so that it (un)matches a constraint."""
-        # A delete brings only the old object.
-        if not isinstance(old, Pod) if new is None else unexpected_objects(Pod, old, new):
+        objects = changed_objects(Pod, old, new)
+        if objects is None:
             return QueueingHint.QUEUE
+        old, new = objects
         if any(p is not None and not _involved(p, pod) for p in (old, new)):
             return QueueingHint.SKIP
         try:
@@ -112,12 +121,17 @@ class PodTopologySpread(CountingPreFilterExtensions):
             return QueueingHint.QUEUE
         if old is not None and new is not None:
             return _label_change_hint(old, new, constraints)
-        labels = (new if new is not None else old).labels
+        changed = new if new is not None else old  # an add's or a delete's pod
+        labels = changed.labels if changed is not None else {}
         return QueueingHint.QUEUE if any(c.selector.matches(labels) for c in constraints) else QueueingHint.SKIP
 
-    def _target_pod_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _target_pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """The pod itself gained tolerations while a constraint honors taints, or its labels now (un)match one."""
-        if unexpected_objects(Pod, old, new):
+        objects = event_objects(Pod, old, new)
+        if objects is None:
+            return QueueingHint.QUEUE
+        old, new = objects
+        if old is None:  # the pod's own update always has both
             return QueueingHint.QUEUE
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
@@ -129,11 +143,12 @@ class PodTopologySpread(CountingPreFilterExtensions):
             return QueueingHint.QUEUE
         return _label_change_hint(old, new, constraints)
 
-    def _node_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+    def _node_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """A node carrying every topology key appeared or went, or its keys' values or taints changed."""
-        # A delete brings only the old object.
-        if not isinstance(old, Node) if new is None else unexpected_objects(Node, old, new):
+        node_objects = changed_objects(Node, old, new)
+        if node_objects is None:
             return QueueingHint.QUEUE
+        old, new = node_objects
         try:
             constraints = self.constraints(pod, DO_NOT_SCHEDULE)
         except SelectorError:

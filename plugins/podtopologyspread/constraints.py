@@ -86,6 +86,15 @@ def parse_constraints(
     return constraints
 
 
+def counting_key(constraints: Iterable[SpreadConstraint]) -> tuple[tuple[object, ...], ...]:
+    """What counting matching pods per domain reads of the constraints: topology key, selector (in
+    canonical form) and inclusion policies, not maxSkew or minDomains. Kept counts keyed by it
+    serve a pod's own constraints and default constraints of the same shape alike."""
+    return tuple(
+        (c.topology_key, c.selector.canonical(), c.node_affinity_policy, c.node_taints_policy) for c in constraints
+    )
+
+
 def has_all_topology_keys(labels: Mapping[str, str], constraints: Iterable[SpreadConstraint]) -> bool:
     return all(c.topology_key in labels for c in constraints)
 

@@ -20,6 +20,7 @@ from plugins.podtopologyspread.constraints import (
     NO_DOMAIN_MINIMUM,
     NodeEligibility,
     SpreadConstraint,
+    counting_key,
     has_all_topology_keys,
 )
 from scheduler.framework.interface import Handle
@@ -99,7 +100,7 @@ class Filtering:
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
         if table is not None and nodes is snapshot.list() and table.size == len(nodes):
-            key = (pod.namespace, constraints, eligibility)
+            key = (pod.namespace, counting_key(constraints), eligibility)
             counts: list[dict[str, int]] = self._counts.get(
                 key,
                 table,

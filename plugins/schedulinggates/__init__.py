@@ -10,6 +10,7 @@ from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EventObject,
     EventResource,
     QueueingHint,
     Status,
@@ -19,7 +20,7 @@ from scheduler.model.objects import Pod
 NAME = "SchedulingGates"
 
 
-def _gates_removed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _gates_removed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     if isinstance(new, Pod) and new.uid == pod.uid and not new.scheduling_gates:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP

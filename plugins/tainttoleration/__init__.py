@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import default_normalize_batch, default_normalize_score, unexpected_objects
+from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
 from scheduler.framework.interface import Handle
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
@@ -20,6 +20,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     NodeScore,
@@ -128,20 +129,24 @@ class TaintToleration:
         ]
 
 
-def _node_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _node_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """The pod now tolerates every NoSchedule/NoExecute taint of a node it did not before."""
-    if unexpected_objects(Node, old, new):
+    objects = event_objects(Node, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     was_untolerated = old is None or untolerated_taint(old, pod) is not None
     if was_untolerated and untolerated_taint(new, pod) is None:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
 
-def _pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _pod_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     """The rejected pod itself gained tolerations."""
-    if unexpected_objects(Pod, old, new):
+    objects = event_objects(Pod, old, new)
+    if objects is None:
         return QueueingHint.QUEUE
+    old, new = objects
     if new.uid != pod.uid or (old is not None and tolerations_of(old) == tolerations_of(new)):
         return QueueingHint.SKIP
     return QueueingHint.QUEUE

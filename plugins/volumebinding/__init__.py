@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from plugins.helper import api_hint
 from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
 from plugins.volumebinding.binder import (
     UNBOUND_IMMEDIATE,
@@ -32,6 +33,7 @@ from scheduler.framework.interface import Handle
 from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -262,7 +264,8 @@ class VolumeBinding:
         ]
 
 
-def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_claim_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
     if any(name == name_of(new) for name, _ in pod_claim_names(pod)):
@@ -270,7 +273,8 @@ def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_storage_class_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     if old.get("allowedTopologies") != new.get("allowedTopologies"):
@@ -278,7 +282,8 @@ def _after_storage_class_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_csi_node_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     # A missing annotation and an empty one are the same list (kube compares the map's values).
@@ -289,7 +294,8 @@ def _after_csi_node_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_csi_driver_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     for volume in pod_volumes(pod):
@@ -301,7 +307,8 @@ def _after_csi_driver_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _after_storage_capacity_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_storage_capacity_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     old_limit, new_limit = volume_limit(old), volume_limit(new)

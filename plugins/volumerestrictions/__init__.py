@@ -11,13 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plugins.helper import api_hint
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
+    EventObject,
     EventResource,
     NodeInfo,
     PreFilterResult,
@@ -162,13 +165,14 @@ class VolumeRestrictions:
         ]
 
 
-def _after_claim_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_claim_added(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
     return QueueingHint.QUEUE if name_of(new) in pod_pvc_names(pod) else QueueingHint.SKIP
 
 
-def _after_pod_deleted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _after_pod_deleted(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
     if not isinstance(old, Pod) or old.namespace != pod.namespace:
         return QueueingHint.SKIP
     if not satisfies_volume_conflicts(pod, [old]):

@@ -12,9 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plugins.helper import api_hint
 from scheduler.framework.interface import Handle
 from scheduler.framework.types import (
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -166,19 +168,22 @@ class VolumeZone:
         ]
 
 
-def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_claim_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or meta(new).get("namespace") != pod.namespace:
         return QueueingHint.SKIP
     return QueueingHint.QUEUE if name_of(new) in pod_pvc_names(pod) else QueueingHint.SKIP
 
 
-def _after_storage_class_added(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_storage_class_added(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if new is None or new.get("volumeBindingMode") != WAIT_FOR_FIRST_CONSUMER:
         return QueueingHint.SKIP
     return QueueingHint.QUEUE
 
 
-def _after_volume_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
+@api_hint
+def _after_volume_change(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
     if old is None or new is None:
         return QueueingHint.QUEUE
     return QueueingHint.QUEUE if pv_topologies(old) != pv_topologies(new) else QueueingHint.SKIP

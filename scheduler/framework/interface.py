@@ -188,7 +188,9 @@ class BatchScorePlugin(Plugin, Protocol):
 
 
 class BatchNormalizePlugin(Protocol):
-    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray: ...
+    def normalize_batch(self, state: CycleState, pod: Pod, scores: IntArray) -> IntArray | None:
+        """NormalizeScore over the scores' array, or None when this cycle needs the per-node form."""
+        ...
 
 
 class PostFilterPlugin(Plugin, Protocol):

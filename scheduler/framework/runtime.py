@@ -341,8 +341,9 @@ def _normalize(
 ) -> tuple[IntArray, Status | None]:
     batch = getattr(ext, "normalize_batch", None)
     if batch is not None:
-        normalized: IntArray = batch(state, pod, scores)
-        return normalized, None
+        normalized: IntArray | None = batch(state, pod, scores)
+        if normalized is not None:
+            return normalized, None
     node_scores = [NodeScore(info.name, int(v)) for info, v in zip(nodes, scores, strict=True)]
     status = ext.normalize_score(state, pod, node_scores)
     if status is not None and status.code != Code.SUCCESS:

@@ -288,8 +288,13 @@ class QueueingHint(enum.Enum):
     SKIP = "QueueSkip"
 
 
-# hint(pod, old_object, new_object) -> QUEUE or SKIP; objects are model structs or None.
-QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+# What a cluster event carries: model Pods and Nodes, the storage objects (PVCs, PVs, StorageClasses,
+# CSINodes, CSIDrivers, CSIStorageCapacities, VolumeAttachments) as the API sends them.
+ApiObject = Mapping[str, Any]
+EventObject = Pod | Node | ApiObject
+
+# hint(pod, old object, new object) -> QUEUE or SKIP; old is None for an add, new for a delete.
+QueueingHintFn = Callable[[Pod, EventObject | None, EventObject | None], QueueingHint]
 
 
 @dataclass(frozen=True, slots=True)

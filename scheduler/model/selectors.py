@@ -277,6 +277,15 @@ class LabelSelector:
         """Selects everything."""
         return not self.nothing and not self.requirements
 
+    def canonical(self) -> tuple[bool, tuple[tuple[str, str, tuple[str, ...]], ...]]:
+        """Equal for selectors written differently that match alike (requirements in any order or
+        repeated, `key=v` or `key In [v]`, values in any order): for caches keyed on what a selector
+        selects, so a Service's matchLabels and the same pod's explicit matchExpressions share one."""
+        written = {
+            (r.key, IN if r.operator == EQUALS else r.operator, tuple(sorted(set(r.values)))) for r in self.requirements
+        }
+        return self.nothing, tuple(sorted(written))
+
 
 EVERYTHING = LabelSelector()
 NOTHING = LabelSelector(nothing=True)

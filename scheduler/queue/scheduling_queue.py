@@ -21,7 +21,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler import metrics
 from scheduler.framework.events import (
@@ -37,6 +37,7 @@ from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
+    EventObject,
     EventResource,
     QueuedPodInfo,
     QueueingHint,
@@ -53,7 +54,9 @@ GATED_Q = "gated"
 WILDCARD_EVENT = ClusterEventWithHint(ClusterEvent(EventResource.WILDCARD, ActionType.ALL))
 
 
-def _run_hint(hint: QueueingHintFn, plugin: str, event: ClusterEvent, pod: Pod, old: Any, new: Any) -> QueueingHint:
+def _run_hint(
+    hint: QueueingHintFn, plugin: str, event: ClusterEvent, pod: Pod, old: EventObject | None, new: EventObject | None
+) -> QueueingHint:
     """A plugin's queueing hint, timed into scheduler_queueing_hint_execution_duration_seconds."""
     started = time.perf_counter()
     try:
@@ -160,7 +163,7 @@ class PriorityQueue:
         self._backoff_items: dict[str, _BackoffItem] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._in_flight: dict[str, int] = {}  # uid -> event log position when popped
-        self._event_log: list[tuple[ClusterEvent, Any, Any]] = []
+        self._event_log: list[tuple[ClusterEvent, EventObject | None, EventObject | None]] = []
         self._event_log_base = 0  # absolute position of _event_log[0]
         self.scheduling_cycle = 0
         self._wakeup: asyncio.Event | None = None
@@ -386,7 +389,7 @@ class PriorityQueue:
         self._update_gauges()
         return queue
 
-    def _events_since(self, start: int) -> Iterable[tuple[ClusterEvent, Any, Any]]:
+    def _events_since(self, start: int) -> Iterable[tuple[ClusterEvent, EventObject | None, EventObject | None]]:
         return self._event_log[max(0, start - self._event_log_base) :]
 
     # ---- cluster events ----------------------------------------------------------------
@@ -395,7 +398,9 @@ class PriorityQueue:
         """Whether any plugin registered an event that covers this one (kube's isEventOfInterest)."""
         return event.is_wildcard or any(registered.matches(event) for registered in self._registered)
 
-    def _worth_requeuing(self, info: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
+    def _worth_requeuing(
+        self, info: QueuedPodInfo, event: ClusterEvent, old: EventObject | None, new: EventObject | None
+    ) -> Strategy:
         """What `event` means for the pod, by its rejecting plugins' registered events and hints."""
         plugins = info.pending_plugins | info.unschedulable_plugins
         if not plugins or event.is_wildcard:
@@ -423,7 +428,9 @@ class PriorityQueue:
                 strategy = Strategy.AFTER_BACKOFF
         return strategy
 
-    def _in_flight_strategy(self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, Any, Any]]) -> Strategy:
+    def _in_flight_strategy(
+        self, info: QueuedPodInfo, events: Iterable[tuple[ClusterEvent, EventObject | None, EventObject | None]]
+    ) -> Strategy:
         """The strongest verdict of the events that came while the pod was being scheduled."""
         strategy = Strategy.SKIP
         for event, old, new in events:
@@ -435,8 +442,8 @@ class PriorityQueue:
     def move_all_to_active_or_backoff(
         self,
         event: ClusterEvent,
-        old: Any = None,
-        new: Any = None,
+        old: EventObject | None = None,
+        new: EventObject | None = None,
         pre_check: Callable[[Pod], bool] | None = None,
     ) -> int:
         """A cluster event happened: wake every unschedulable pod it may help. Returns how many moved."""

@@ -1,12 +1,12 @@
 """Agreement with the real kube-scheduler (the pinned v1.37.2) over every scenario in
 tests/agreement/scenarios plus a fixed 100 generated ones (seed DEFAULT_SEED).
 
-One run of the harness (harness/agreement.py: one control plane per scheduler, both
+One run of the harness (harness/agreement/: one control plane per scheduler, both
 schedulers side by side) serves every test here; each scenario is a test of its own that fails
 with the per-pod diff: verdict (bound / unschedulable / gated), the FailedScheduling message
 without kube-scheduler's PostFilter part, whether our node is among kube-scheduler's top-scored
 nodes by its own log, and whether each chosen node is in our replayed top-score set.
-`make agreement` runs the same scenario files with 300 generated (the committed tests/agreement/RESULTS.md);
+`make agreement` runs the same files with 300 generated (the committed tests/agreement/RESULTS.md);
 `python -m harness.agreement` prints the table.
 """
 
@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.agreement import (
-    DEFAULT_SEED,
-    AgreementReport,
-    generated_scenarios,
-    known_cause,
-    load_scenarios,
-    run_agreement,
-)
+from harness.agreement.report import AgreementReport
+from harness.agreement.run import run_agreement
+from harness.agreement.scenarios import DEFAULT_SEED, generated_scenarios, load_scenarios
 from plugins.registry import IN_TREE
 from scheduler.config import DEFAULT_MULTI_POINT
 
@@ -38,15 +33,9 @@ def report() -> AgreementReport:
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("scenario", [s.name for s in SCENARIOS])
 def test_agrees_with_kube_scheduler(report: AgreementReport, scenario: str) -> None:
+    """Every scenario must be run on both sides and agree: a disagreement, an error in either run or
+    a scenario naming a plugin we do not register fails here, with nothing excused."""
     result = report.result(scenario)
-    if result.status == "pending":
-        missing = ", ".join(result.scenario.pending_plugins(report.registered))
-        pytest.skip(f"pending: {missing} not registered yet")
-    assert result.status == "compared", result.error
-    cause = known_cause(result)
-    if cause:
-        # A known disagreement stays in the suite, marked with its cause, until the cause is fixed.
-        pytest.xfail(f"{cause}:\n{result.diff()}")
     assert result.agrees, "disagreement with kube-scheduler:\n" + result.diff()
 
 

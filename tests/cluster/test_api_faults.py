@@ -14,7 +14,7 @@ from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
 from harness.faultproxy import FaultProxy
-from harness.workload import make_pod
+from harness.workload import api_pod
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
@@ -96,7 +96,7 @@ class Seen:
 
 
 def _create_pod(k8s: Any, namespace: str, name: str) -> None:
-    k8s_client.CoreV1Api(k8s).create_namespaced_pod(namespace, make_pod(name, "nobody"))
+    k8s_client.CoreV1Api(k8s).create_namespaced_pod(namespace, api_pod(name, "nobody"))
 
 
 async def test_a_relist_that_fails_after_410_is_retried(

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane, pinned_versions
-from harness.workload import make_node, make_pod, pod_events, running_scheduler, scheduled_condition, wait_for
+from harness.workload import api_pod, make_node, pod_events, running_scheduler, scheduled_condition, wait_for
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.watch import Reflector
 from tests.cluster.test_leaderelection import test_one_leader_at_a_time_and_release_hands_over as lease_handover
@@ -61,8 +61,8 @@ def test_bind_and_unschedulable_report(compat_plane: ControlPlane, compat_core: 
     make_node(core, node, cpu="2", memory="4Gi")
     try:
         with running_scheduler(compat_plane, scheduler_name):
-            core.create_namespaced_pod(namespace, make_pod("fits", scheduler_name, cpu="500m"))
-            core.create_namespaced_pod(namespace, make_pod("huge", scheduler_name, cpu="8"))
+            core.create_namespaced_pod(namespace, api_pod("fits", scheduler_name, cpu="500m"))
+            core.create_namespaced_pod(namespace, api_pod("huge", scheduler_name, cpu="8"))
             wait_for(
                 lambda: core.read_namespaced_pod("fits", namespace).spec.node_name == node,
                 timeout=60,

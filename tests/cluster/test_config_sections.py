@@ -11,7 +11,7 @@ import yaml
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_pod, running_scheduler, wait_for
+from harness.workload import api_pod, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
@@ -55,7 +55,7 @@ def test_leader_election_and_client_rate_limit_come_from_the_file(
         assert lease.spec.lease_duration_seconds == 7
         started = time.monotonic()
         for i in range(3):
-            core.create_namespaced_pod(namespace, make_pod(f"p-{i}", scheduler_name))
+            core.create_namespaced_pod(namespace, api_pod(f"p-{i}", scheduler_name))
         wait_for(
             lambda: all(core.read_namespaced_pod(f"p-{i}", namespace).spec.node_name for i in range(3)),
             what="pods bound",

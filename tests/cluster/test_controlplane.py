@@ -53,7 +53,8 @@ def node_ready(core: Any, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
-def make_pod(name: str, *, node_name: str | None = None, scheduler_name: str | None = None) -> Any:
+def plain_api_pod(name: str, *, node_name: str | None = None, scheduler_name: str | None = None) -> Any:
+    """A V1Pod with no requests, bound to `node_name` or left to `scheduler_name`."""
     return k8s_client.V1Pod(
         metadata=k8s_client.V1ObjectMeta(name=name),
         spec=k8s_client.V1PodSpec(
@@ -129,7 +130,7 @@ def test_kwok_plays_the_node_and_its_pods(k8s: Any, namespace: str) -> None:
     make_node(core, node)
     try:
         wait_for(lambda: node_ready(core, node), 10, f"node {node} Ready")
-        core.create_namespaced_pod(namespace, make_pod("bound", node_name=node))
+        core.create_namespaced_pod(namespace, plain_api_pod("bound", node_name=node))
 
         def running() -> Any:
             pod = core.read_namespaced_pod("bound", namespace)
@@ -154,7 +155,7 @@ def test_kube_scheduler_peer_schedules_its_own_pods(control_plane: ControlPlane,
     scheduler = control_plane.start_kube_scheduler("peer-scheduler")
     try:
         assert scheduler.alive()
-        core.create_namespaced_pod(namespace, make_pod("peer", scheduler_name="peer-scheduler"))
+        core.create_namespaced_pod(namespace, plain_api_pod("peer", scheduler_name="peer-scheduler"))
 
         def running() -> Any:
             pod = core.read_namespaced_pod("peer", namespace)

@@ -23,7 +23,7 @@ import pytest
 
 from harness import chart
 from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
-from harness.workload import make_pod, wait_for
+from harness.workload import api_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
 
@@ -90,7 +90,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
 
             (leader,) = wait_for(leaders, timeout=30, what="a leader")
             for i in range(3):
-                core.create_namespaced_pod(namespace, make_pod(f"web-{i}", scheduler_name))
+                core.create_namespaced_pod(namespace, api_pod(f"web-{i}", scheduler_name))
             wait_for(
                 lambda: all(core.read_namespaced_pod(f"web-{i}", namespace).spec.node_name for i in range(3)),
                 timeout=60,
@@ -105,7 +105,7 @@ def test_two_replicas_in_cluster_one_leads_pods_schedule_probes_answer(
             # Released on the way out, not left to expire (the standby may hold it already).
             lease = json.loads(control_plane.http_request("GET", lease_path)[1])
             assert lease["spec"].get("holderIdentity") != identity, lease["spec"]
-            core.create_namespaced_pod(namespace, make_pod("after-handover", scheduler_name))
+            core.create_namespaced_pod(namespace, api_pod("after-handover", scheduler_name))
             wait_for(
                 lambda: core.read_namespaced_pod("after-handover", namespace).spec.node_name,
                 timeout=60,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_pod
+from harness.workload import api_pod
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
@@ -20,7 +20,7 @@ def test_explain_says_why_a_pod_is_pending(
 ) -> None:
     nodes(f"{namespace}-a", cpu="1")
     nodes(f"{namespace}-b", cpu="2")
-    core.create_namespaced_pod(namespace, make_pod("huge", scheduler_name, cpu="3"))
+    core.create_namespaced_pod(namespace, api_pod("huge", scheduler_name, cpu="3"))
     before = core.read_namespaced_pod("huge", namespace).metadata.resource_version
     result = subprocess.run(
         [

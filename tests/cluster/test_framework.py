@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_pod, metric_value, pod_events, running_scheduler, wait_for
+from harness.workload import api_pod, metric_value, pod_events, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
@@ -52,7 +52,7 @@ def test_permit_plugin_from_entry_point_holds_pod_until_allowed(
     config, allow, python_path = permit_gate
     node = nodes(f"{namespace}-n0")
     with running_scheduler(control_plane, scheduler_name, config=config, python_path=python_path) as port:
-        core.create_namespaced_pod(namespace, make_pod("held", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("held", scheduler_name))
         wait_for(lambda: metric_value(port, "scheduler_cache_size", type="assumed_pods") == 1, what="assumed")
         time.sleep(1.5)
         assert not core.read_namespaced_pod("held", namespace).spec.node_name
@@ -71,7 +71,7 @@ def test_pod_deleted_while_waiting_leaves_nothing_assumed_or_bound(
     config, allow, python_path = permit_gate
     nodes(f"{namespace}-n0")
     with running_scheduler(control_plane, scheduler_name, config=config, python_path=python_path) as port:
-        core.create_namespaced_pod(namespace, make_pod("doomed", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("doomed", scheduler_name))
         wait_for(lambda: metric_value(port, "scheduler_cache_size", type="assumed_pods") == 1, what="assumed")
         core.delete_namespaced_pod("doomed", namespace, grace_period_seconds=0)
         wait_for(lambda: metric_value(port, "scheduler_cache_size", type="assumed_pods") == 0, what="forgotten")
@@ -88,9 +88,9 @@ def test_unschedulable_pod_requeued_by_node_add_not_by_unrelated_pod_update(
     control_plane: ControlPlane, core: Any, namespace: str, nodes: NodeFactory, scheduler_name: str
 ) -> None:
     nodes(f"{namespace}-small", cpu="1")
-    core.create_namespaced_pod(namespace, make_pod("bystander", "nobody"))
+    core.create_namespaced_pod(namespace, api_pod("bystander", "nobody"))
     with running_scheduler(control_plane, scheduler_name) as port:
-        core.create_namespaced_pod(namespace, make_pod("big", scheduler_name, cpu="3"))
+        core.create_namespaced_pod(namespace, api_pod("big", scheduler_name, cpu="3"))
 
         def unschedulable_attempts() -> float:
             return metric_value(port, "scheduler_schedule_attempts_total", result="unschedulable")
@@ -133,14 +133,14 @@ def test_two_profiles_in_one_process_each_schedule_only_their_own_pods(
     )
     with running_scheduler(control_plane, spread, config=config) as port:
         for i in range(3):
-            core.create_namespaced_pod(namespace, make_pod(f"s-{i}", spread, cpu="500m"))
+            core.create_namespaced_pod(namespace, api_pod(f"s-{i}", spread, cpu="500m"))
         wait_for(
             lambda: all(core.read_namespaced_pod(f"s-{i}", namespace).spec.node_name for i in range(3)),
             what="spread pods bound",
         )
         for i in range(3):
-            core.create_namespaced_pod(namespace, make_pod(f"p-{i}", pack, cpu="500m"))
-        core.create_namespaced_pod(namespace, make_pod("stranger", "nobody"))
+            core.create_namespaced_pod(namespace, api_pod(f"p-{i}", pack, cpu="500m"))
+        core.create_namespaced_pod(namespace, api_pod("stranger", "nobody"))
         wait_for(
             lambda: all(core.read_namespaced_pod(f"p-{i}", namespace).spec.node_name for i in range(3)),
             what="pack pods bound",

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_pod, metrics_text, running_scheduler, wait_for
+from harness.workload import api_pod, metrics_text, running_scheduler, wait_for
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
@@ -120,14 +120,14 @@ def kube_metrics(port: int | None) -> str:
 
 
 def gated_pod(name: str, scheduler_name: str) -> k8s_client.V1Pod:
-    pod = make_pod(name, scheduler_name)
+    pod = api_pod(name, scheduler_name)
     assert pod.spec is not None
     pod.spec.scheduling_gates = [k8s_client.V1PodSchedulingGate(name="example.com/hold")]
     return pod
 
 
 def selector_pod(name: str, scheduler_name: str) -> k8s_client.V1Pod:
-    pod = make_pod(name, scheduler_name)
+    pod = api_pod(name, scheduler_name)
     assert pod.spec is not None
     pod.spec.node_selector = {"metrics-parity": "nowhere"}
     return pod
@@ -139,9 +139,9 @@ UNSCHEDULABLE = ("big-0", "big-1", "elsewhere")
 
 def submit_workload(core: Any, namespace: str, scheduler_name: str) -> None:
     for name in BOUND:
-        core.create_namespaced_pod(namespace, make_pod(name, scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod(name, scheduler_name))
     for name in ("big-0", "big-1"):
-        core.create_namespaced_pod(namespace, make_pod(name, scheduler_name, cpu="50"))
+        core.create_namespaced_pod(namespace, api_pod(name, scheduler_name, cpu="50"))
     core.create_namespaced_pod(namespace, selector_pod("elsewhere", scheduler_name))
     core.create_namespaced_pod(namespace, gated_pod("gated", scheduler_name))
 

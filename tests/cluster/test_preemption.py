@@ -15,7 +15,7 @@ from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
 from harness.workload import (
-    make_pod,
+    api_pod,
     metric_value,
     pod_events,
     running_scheduler,
@@ -31,7 +31,7 @@ CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeScheduler
 
 def running_pod(core: Any, namespace: str, name: str, node: str, cpu: str, priority_class: str) -> None:
     """A pod placed by hand (spec.nodeName), Running once kwok sees it."""
-    pod: Any = make_pod(name, "nobody", cpu=cpu, priority_class=priority_class)
+    pod: Any = api_pod(name, "nobody", cpu=cpu, priority_class=priority_class)
     pod.spec.node_name = node
     pod.spec.termination_grace_period_seconds = 0
     core.create_namespaced_pod(namespace, pod)
@@ -160,7 +160,7 @@ def test_high_priority_pod_preempts_the_lowest_priority_victim_and_is_bound_ther
     _, n2 = two_full_nodes(core, namespace, nodes, priority_classes)
     with running_scheduler(control_plane, scheduler_name) as port:
         core.create_namespaced_pod(
-            namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
+            namespace, api_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
         )
         wait_for(lambda: core.read_namespaced_pod("vip", namespace).spec.node_name == n2, timeout=60, what="vip on n2")
         assert metric_value(port, "scheduler_preemption_attempts_total") >= 1
@@ -191,7 +191,7 @@ def test_pdb_protected_pods_survive_when_another_candidate_exists(
     protect(k8s, namespace, "low")
     with running_scheduler(control_plane, scheduler_name):
         core.create_namespaced_pod(
-            namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
+            namespace, api_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
         )
         wait_for(lambda: core.read_namespaced_pod("vip", namespace).spec.node_name == n1, timeout=60, what="vip on n1")
     assert pod_names(core, namespace) == {"low-0", "vip"}
@@ -213,7 +213,7 @@ def test_evict_mode_never_violates_a_pdb_and_says_why(
     protect(k8s, namespace, "mid")
     with running_scheduler(control_plane, scheduler_name, config=config_file(tmp_path, scheduler_name, "evict")):
         core.create_namespaced_pod(
-            namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
+            namespace, api_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
         )
         message = unschedulable_message(core, namespace, "vip")
     assert message == (
@@ -242,7 +242,7 @@ def test_preemption_policy_never_preempts_nothing(
     )
     try:
         with running_scheduler(control_plane, scheduler_name):
-            core.create_namespaced_pod(namespace, make_pod("polite", scheduler_name, cpu="2", priority_class=polite))
+            core.create_namespaced_pod(namespace, api_pod("polite", scheduler_name, cpu="2", priority_class=polite))
             message = unschedulable_message(core, namespace, "polite")
     finally:
         api.delete_priority_class(polite)
@@ -263,10 +263,10 @@ def test_a_pod_preemption_cannot_help_gets_upstreams_message(
     two_full_nodes(core, namespace, nodes, priority_classes)
     with running_scheduler(control_plane, scheduler_name):
         core.create_namespaced_pod(
-            namespace, make_pod("huge", scheduler_name, cpu="3", priority_class=priority_classes["high"])
+            namespace, api_pod("huge", scheduler_name, cpu="3", priority_class=priority_classes["high"])
         )
         core.create_namespaced_pod(
-            namespace, make_pod("peer", scheduler_name, cpu="1", priority_class=priority_classes["low"])
+            namespace, api_pod("peer", scheduler_name, cpu="1", priority_class=priority_classes["low"])
         )
         huge = unschedulable_message(core, namespace, "huge")
         peer = unschedulable_message(core, namespace, "peer")
@@ -310,7 +310,7 @@ def test_evict_then_delete_spends_only_the_eviction_budget_on_a_blocking_pdb_and
     with running_scheduler(control_plane, scheduler_name) as port:
         started = time.monotonic()
         core.create_namespaced_pod(
-            namespace, make_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
+            namespace, api_pod("vip", scheduler_name, cpu="2", priority_class=priority_classes["high"])
         )
         wait_for(
             lambda: core.read_namespaced_pod("vip", namespace).spec.node_name == node, timeout=30, what="vip bound"

@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_node, make_pod, pod_events, running_scheduler, wait_for
+from harness.workload import api_pod, make_node, pod_events, running_scheduler, wait_for
 from tests.cluster.test_preemption import protect, running_pod
 
 pytestmark = pytest.mark.cluster
@@ -138,7 +138,7 @@ def test_preemption_agrees_with_kube_scheduler(
     kube = control_plane.start_kube_scheduler(kube_name)
     try:
         core.create_namespaced_pod(
-            namespace, make_pod("vip", kube_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"])
+            namespace, api_pod("vip", kube_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"])
         )
         results["kube"] = outcome(core, namespace, roles, scenario.binds)
     finally:
@@ -163,7 +163,7 @@ def test_preemption_agrees_with_kube_scheduler(
         with running_scheduler(control_plane, our_name, config=config):
             core.create_namespaced_pod(
                 namespace,
-                make_pod("vip", our_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"]),
+                api_pod("vip", our_name, cpu=scenario.preemptor_cpu, priority_class=priority_classes["high"]),
             )
             results["ours"] = outcome(core, namespace, roles, scenario.binds)
     finally:

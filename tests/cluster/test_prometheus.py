@@ -24,7 +24,7 @@ import yaml
 
 from harness import chart
 from harness.controlplane import REPO_ROOT, ControlPlane, ManagedProcess, free_ports
-from harness.workload import make_pod, metric_value, metrics_text, running_scheduler, wait_for
+from harness.workload import api_pod, metric_value, metrics_text, running_scheduler, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_serving import secure_scheduler_process
 
@@ -82,8 +82,8 @@ def test_alert_rules_check_and_unit_tests(prometheus_bin: Path) -> None:
 def _workload(core: Any, namespace: str, scheduler_name: str, wave: int = 0) -> None:
     names = [f"web-{wave}-{i}" for i in range(5)]
     for name in names:
-        core.create_namespaced_pod(namespace, make_pod(name, scheduler_name))
-    core.create_namespaced_pod(namespace, make_pod(f"too-big-{wave}", scheduler_name, cpu="64"))
+        core.create_namespaced_pod(namespace, api_pod(name, scheduler_name))
+    core.create_namespaced_pod(namespace, api_pod(f"too-big-{wave}", scheduler_name, cpu="64"))
     wait_for(
         lambda: all(core.read_namespaced_pod(name, namespace).spec.node_name for name in names),
         timeout=60,
@@ -296,8 +296,9 @@ def _selectors(node: Any) -> Iterator[str]:
 
 
 def _constant_fallbacks(node: Any) -> Iterator[str]:
-    """`... or <constant>` anywhere in a parse_query AST (`or vector(0)`, `or 0`): an absent series
-    shown as a value."""
+    """Every binary `or` in a parse_query AST whose right side is a number literal or a `vector(...)`
+    call: the masking shape the chart must not contain (it would show an absent series as a value);
+    the test fails on any it yields."""
     if isinstance(node, list):
         for item in node:
             yield from _constant_fallbacks(item)
@@ -349,7 +350,7 @@ def test_the_charts_promql_reads_only_series_a_live_scheduler_exports_and_turns_
         # Scheduled pods, an unschedulable one and one whose Bind the apiserver refuses (retried with
         # backoff): the series created lazily on those paths exist.
         _workload(core, namespace, scheduler_name)
-        core.create_namespaced_pod(namespace, make_pod(REFUSED, scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod(REFUSED, scheduler_name))
 
         def firing(rule: str) -> list[Any]:
             data = api("query", query=rules[rule])

@@ -27,7 +27,7 @@ from kubernetes import client as k8s_client
 
 from harness import chart
 from harness.controlplane import ControlPlane, free_ports
-from harness.workload import make_node, make_pod, wait_for
+from harness.workload import api_pod, make_node, wait_for
 from tests.conftest import api_client
 
 pytestmark = pytest.mark.cluster
@@ -170,8 +170,8 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
             base = f"https://127.0.0.1:{port}"
             wait_for(lambda: proc.poll() is None and https_get(f"{base}/readyz")[0] == 200, timeout=60, what="readyz")
             for i in range(3):
-                core.create_namespaced_pod("default", make_pod(f"fits-{i}", SCHEDULER_NAME, cpu="100m"))
-            core.create_namespaced_pod("default", make_pod("too-big", SCHEDULER_NAME, cpu="64"))
+                core.create_namespaced_pod("default", api_pod(f"fits-{i}", SCHEDULER_NAME, cpu="100m"))
+            core.create_namespaced_pod("default", api_pod("too-big", SCHEDULER_NAME, cpu="64"))
             wait_for(
                 lambda: all(core.read_namespaced_pod(f"fits-{i}", "default").spec.node_name for i in range(3)),
                 timeout=60,
@@ -189,14 +189,14 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
                 k8s_client.V1PriorityClass(metadata=k8s_client.V1ObjectMeta(name="rbac-high"), value=1000)
             )
             for i in range(2):
-                core.create_namespaced_pod("default", make_pod(f"low-{i}", SCHEDULER_NAME, cpu="1500m"))
+                core.create_namespaced_pod("default", api_pod(f"low-{i}", SCHEDULER_NAME, cpu="1500m"))
             wait_for(
                 lambda: all(core.read_namespaced_pod(f"low-{i}", "default").spec.node_name for i in range(2)),
                 timeout=60,
                 what="2 low-priority pods bound",
             )
             core.create_namespaced_pod(
-                "default", make_pod("high", SCHEDULER_NAME, cpu="1500m", priority_class="rbac-high")
+                "default", api_pod("high", SCHEDULER_NAME, cpu="1500m", priority_class="rbac-high")
             )
             wait_for(
                 lambda: core.read_namespaced_pod("high", "default").spec.node_name,

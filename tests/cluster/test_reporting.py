@@ -17,7 +17,7 @@ from kubernetes import client as k8s_client
 
 from harness import chart
 from harness.controlplane import ControlPlane, binary
-from harness.workload import make_pod, running_scheduler_process, scheduled_condition, wait_for
+from harness.workload import api_pod, running_scheduler_process, scheduled_condition, wait_for
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
@@ -95,9 +95,9 @@ def test_denied_events_cost_neither_the_condition_nor_a_bind(
     node = nodes(f"{namespace}-n0", cpu="2")
     args = ("--kubeconfig", str(kubeconfig_without_events), "--no-leader-elect")
     with running_scheduler_process(control_plane, scheduler_name, extra_args=args) as process:
-        core.create_namespaced_pod(namespace, make_pod("huge", scheduler_name, cpu="8"))
+        core.create_namespaced_pod(namespace, api_pod("huge", scheduler_name, cpu="8"))
         for i in range(20):
-            core.create_namespaced_pod(namespace, make_pod(f"small-{i}", scheduler_name, cpu="50m"))
+            core.create_namespaced_pod(namespace, api_pod(f"small-{i}", scheduler_name, cpu="50m"))
 
         seen: list[Any] = []
 
@@ -134,7 +134,7 @@ async def test_a_stale_report_never_overwrites_a_bind_and_a_fresh_one_lands(
     sched = build_scheduler(default_config(), full_registry(), client, {})
     try:
         for name in ("stale", "fresh"):
-            core.create_namespaced_pod(namespace, make_pod(name, "nobody"))
+            core.create_namespaced_pod(namespace, api_pod(name, "nobody"))
         core.patch_namespaced_pod_status("fresh", namespace, {"status": {"nominatedNodeName": node}})
         views = {
             name: Pod.from_raw(await client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}"))
@@ -240,7 +240,7 @@ def test_kubectl_describe_reads_the_same_for_our_pods_and_kube_schedulers(
     # Fillers on the node (bound by nodeName, no scheduler): deleting one is an AssignedPodDelete,
     # which retries both pending pods, as in the hand-made comparison of issue 8.
     for i in range(2):
-        filler = make_pod(f"filler-{i}", "nobody", cpu="10m")
+        filler = api_pod(f"filler-{i}", "nobody", cpu="10m")
         assert filler.spec is not None
         filler.spec.node_name = node
         core.create_namespaced_pod(namespace, filler)
@@ -260,8 +260,8 @@ def test_kubectl_describe_reads_the_same_for_our_pods_and_kube_schedulers(
     try:
         with running_scheduler_process(control_plane, ours, config, ("--no-leader-elect",)):
             for side in (kube, ours):
-                core.create_namespaced_pod(namespace, make_pod(f"{side}-pending", side, cpu="2"))
-                core.create_namespaced_pod(namespace, make_pod(f"{side}-bound", side, cpu="10m"))
+                core.create_namespaced_pod(namespace, api_pod(f"{side}-pending", side, cpu="2"))
+                core.create_namespaced_pod(namespace, api_pod(f"{side}-bound", side, cpu="10m"))
             for side in (kube, ours):
                 _wait_failed_scheduling(events_api, namespace, f"{side}-pending", [1])
                 wait_for(functools.partial(_running, core, namespace, f"{side}-bound"), 60, f"{side}-bound Running")

@@ -8,7 +8,7 @@ import pytest
 
 from harness.controlplane import ControlPlane
 from harness.workload import (
-    make_pod,
+    api_pod,
     metrics_text,
     pod_events,
     requested_per_node,
@@ -33,7 +33,7 @@ def test_thirty_pods_on_three_nodes_all_bound_within_allocatable(
         nodes(f"{namespace}-n{i}", cpu="2", memory="4Gi")
     with running_scheduler(control_plane, scheduler_name) as port:
         for i in range(30):
-            core.create_namespaced_pod(namespace, make_pod(f"web-{i}", scheduler_name, cpu="150m", memory="256Mi"))
+            core.create_namespaced_pod(namespace, api_pod(f"web-{i}", scheduler_name, cpu="150m", memory="256Mi"))
         bound = wait_for(
             lambda: (b := _bound(core, namespace)) and len(b) == 30 and b, timeout=60, what="30 bound pods"
         )
@@ -62,7 +62,7 @@ def test_unfittable_pod_reported_then_bound_when_a_big_node_arrives(
     for i in range(3):
         nodes(f"{namespace}-small{i}", cpu="1")
     with running_scheduler(control_plane, scheduler_name):
-        core.create_namespaced_pod(namespace, make_pod("huge", scheduler_name, cpu="3"))
+        core.create_namespaced_pod(namespace, api_pod("huge", scheduler_name, cpu="3"))
         message = (
             "0/3 nodes are available: 3 Insufficient cpu. "
             "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
@@ -105,11 +105,11 @@ def test_pods_for_other_schedulers_are_never_touched(
 ) -> None:
     node = nodes(f"{namespace}-n0", cpu="4")
     # Nobody schedules "nobody"'s pods: anything that changes them must be us.
-    core.create_namespaced_pod(namespace, make_pod("foreign", "nobody"))
-    core.create_namespaced_pod(namespace, make_pod("foreign-unfit", "nobody", cpu="64"))
+    core.create_namespaced_pod(namespace, api_pod("foreign", "nobody"))
+    core.create_namespaced_pod(namespace, api_pod("foreign-unfit", "nobody", cpu="64"))
     before_pods = {p.metadata.name: p.metadata.resource_version for p in core.list_namespaced_pod(namespace).items}
     with running_scheduler(control_plane, scheduler_name):
-        core.create_namespaced_pod(namespace, make_pod("mine", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("mine", scheduler_name))
         wait_for(
             lambda: core.read_namespaced_pod("mine", namespace).spec.node_name == node, timeout=30, what="mine bound"
         )
@@ -129,9 +129,9 @@ def test_scheduler_writes_nothing_to_objects_it_does_not_schedule(
     control_plane: ControlPlane, core: Any, namespace: str, nodes: NodeFactory, scheduler_name: str
 ) -> None:
     node = nodes(f"{namespace}-n0", cpu="4")
-    core.create_namespaced_pod(namespace, make_pod("foreign", "nobody"))
+    core.create_namespaced_pod(namespace, api_pod("foreign", "nobody"))
     with running_scheduler(control_plane, scheduler_name):
-        core.create_namespaced_pod(namespace, make_pod("mine", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("mine", scheduler_name))
         wait_for(
             lambda: core.read_namespaced_pod("mine", namespace).spec.node_name == node, timeout=30, what="mine bound"
         )

@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import chart
 from harness.controlplane import ControlPlane, free_ports
-from harness.workload import make_pod, wait_for
+from harness.workload import api_pod, wait_for
 from scheduler.serving import DELEGATION_BURST, DELEGATION_QPS, self_signed_certificate
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
@@ -160,7 +160,7 @@ def _bind_rate(core: Any, namespace: str, scheduler_name: str, phase: str) -> fl
     with ThreadPoolExecutor(8) as writers:
         list(
             writers.map(
-                lambda i: core.create_namespaced_pod(namespace, make_pod(f"{phase}-{i}", scheduler_name)),
+                lambda i: core.create_namespaced_pod(namespace, api_pod(f"{phase}-{i}", scheduler_name)),
                 range(PODS_PER_PHASE),
             )
         )

@@ -14,7 +14,7 @@ from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
 from harness.workload import (
-    make_pod,
+    api_pod,
     metric_value,
     pod_events,
     running_scheduler,
@@ -102,7 +102,7 @@ def _claim(core: Any, namespace: str, name: str, storage_class: str, size: str =
 
 
 def _pod_with_claim(name: str, scheduler_name: str, claim: str) -> Any:
-    pod = make_pod(name, scheduler_name)
+    pod = api_pod(name, scheduler_name)
     assert pod.spec is not None
     pod.spec.volumes = [
         k8s_client.V1Volume(

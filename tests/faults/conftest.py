@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from tests.faults.harness import delete_nodes, make_nodes
+from harness.faults import delete_nodes, make_nodes
 
 
 @pytest.fixture

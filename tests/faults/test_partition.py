@@ -21,10 +21,10 @@ import yaml
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
-from harness.workload import make_node, make_pod, wait_for
+from harness.faults import Replica, replicas
+from harness.workload import api_pod, make_node, wait_for
 from scheduler.model.objects import Node, Pod, Resource
 from tests.conftest import api_client
-from tests.faults.harness import Replica, replicas
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def _create(plane: ControlPlane, namespace: str, scheduler: str, prefix: str, se
     try:
         core = k8s_client.CoreV1Api(api)
         for i in range(PODS_EACH):
-            body = make_pod(f"{prefix}-{i:02d}", scheduler, cpu=POD_CPU, memory="64Mi")
+            body = api_pod(f"{prefix}-{i:02d}", scheduler, cpu=POD_CPU, memory="64Mi")
             if selector and body.spec is not None:
                 body.spec.node_selector = selector
             core.create_namespaced_pod(namespace, body)

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from harness import chart
 from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
-from harness.workload import make_pod, wait_for
+from harness.workload import api_pod, wait_for
 from tests.cluster.conftest import NodeFactory
 from tests.cluster.test_rbac import https_get
 from tests.unit.test_locks import RUNTIME_LOCK, read_lock
@@ -147,7 +147,7 @@ def test_image_runs_read_only_as_65532_and_binds_a_pod(
             return https_get(f"https://127.0.0.1:{port}/readyz")[0] == 200
 
         wait_for(ready, timeout=120, what="the container's /readyz")
-        core.create_namespaced_pod(namespace, make_pod("web-0", scheduler_name))
+        core.create_namespaced_pod(namespace, api_pod("web-0", scheduler_name))
         wait_for(
             lambda: core.read_namespaced_pod("web-0", namespace).spec.node_name,
             timeout=60,

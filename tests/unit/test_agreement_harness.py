@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from pathlib import Path
 
 import pytest
+import yaml
 
 from harness import generator
-from harness.agreement import (
-    BALANCED_ALLOCATION,
+from harness.agreement.cli import main
+from harness.agreement.compare import (
     KubeScores,
     Outcome,
     PodComparison,
     Replay,
     ScenarioResult,
-    generated_scenarios,
-    known_cause,
     parse_kube_scores,
-    parse_scenario,
     plugins_differing,
     split_post_filter,
 )
+from harness.agreement.report import AgreementReport, RunInfo, publish
+from harness.agreement.scenarios import generated_scenarios, parse_scenario
 from scheduler.model.objects import Pod
 from scheduler.model.quantity import parse_quantity
 
@@ -253,13 +254,51 @@ def _placement(kube: str, ours: str, differing: tuple[str, ...]) -> PodCompariso
     )
 
 
-def test_a_placement_only_balanced_allocation_explains_is_a_known_cause() -> None:
-    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION,)))).startswith(
-        "ours: NodeResourcesBalancedAllocation"
-    )
-    assert known_cause(_result(_placement("n1", "n1", (BALANCED_ALLOCATION,)))) == ""  # agrees
-    assert known_cause(_result(_placement("n1", "n2", (BALANCED_ALLOCATION, "ImageLocality")))) == ""
-    assert known_cause(_result(_placement("n1", "n2", ()))) == ""
-    verdict = PodComparison("p", Outcome("unschedulable"), Outcome("bound", node="n1"), False, False, None, None, "")
-    assert known_cause(_result(verdict, _placement("n1", "n2", (BALANCED_ALLOCATION,)))) == ""
-    assert known_cause(_result(verdict, name="gen-137-4")).startswith("ours: NodeResourcesFit ignores pod-level")
+BALANCED = "NodeResourcesBalancedAllocation"
+
+
+def _report(*results: ScenarioResult) -> AgreementReport:
+    return AgreementReport(list(results), 1.0, ("NodeResourcesFit",), RunInfo("now", "test"))
+
+
+def test_every_disagreement_is_a_failure_whatever_its_cause() -> None:
+    """A placement that differs only by BalancedAllocation's scores, in a scenario once listed as a
+    known disagreement (gen-137-4), an error in a run, and a scenario not run at all all fail;
+    only the agreeing scenario passes."""
+    agreeing = _result(_placement("n1", "n1", (BALANCED,)), name="agreeing")
+    balanced = _result(_placement("n1", "n2", (BALANCED,)), name="balanced-only")
+    formerly_known = _result(_placement("n1", "n2", ()), name="gen-137-4")
+    errored = ScenarioResult(agreeing.scenario, "error", error="kube-scheduler: node n1: HTTP 422")
+    pending = ScenarioResult(agreeing.scenario, "pending", error="not run: Foo not registered")
+    assert agreeing.agrees
+    for result in (balanced, formerly_known, errored, pending):
+        assert not result.agrees
+    report = _report(agreeing, balanced, formerly_known, errored, pending)
+    assert report.failures == [balanced, formerly_known, errored, pending]
+    assert [row[-1] for row in report.table_rows()[:3]] == ["agree", "DISAGREE", "DISAGREE"]
+    assert "known" not in report.text() and "known" not in report.markdown()
+    assert "kube-scheduler: node n1: HTTP 422" in report.text()
+
+
+def test_make_agreement_exits_non_zero_on_a_disagreement_or_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agreeing = _result(_placement("n1", "n1", ()), name="agreeing")
+    assert publish(_report(agreeing), tmp_path / "ok.md") == 0
+    errored = ScenarioResult(_result(name="gen-137-30").scenario, "error", error="ours: timed out")
+    assert publish(_report(agreeing, errored), tmp_path / "errored.md") == 1
+    assert "1 of 2 scenarios failed: gen-137-30" in capsys.readouterr().err
+    disagreeing = _result(_placement("n1", "n2", (BALANCED,)), name="balanced-only")
+    assert publish(_report(agreeing, disagreeing), None) == 1
+    assert "ERROR" in (tmp_path / "errored.md").read_text()
+
+
+def test_make_agreement_exits_non_zero_when_a_scenario_is_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scenario about a plugin we do not register is never run (no control plane starts for it):
+    that is a failure of the run, not a quiet pass."""
+    scenario = {"plugins": ["NoSuchPlugin"], "nodes": [{"name": "n1"}], "pods": [{"name": "p"}]}
+    (tmp_path / "unregistered.yaml").write_text(yaml.safe_dump(scenario))
+    assert main(["--scenarios", str(tmp_path), "--results", str(tmp_path / "RESULTS.md")]) == 1
+    assert "scenarios failed: unregistered" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.faults.harness import failed_binds_now_bound, scheduled_metric_problem
+from harness.faults import failed_binds_now_bound, scheduled_metric_problem
 
 
 def _line(event: str, pod: str) -> str:

@@ -1079,7 +1079,7 @@ def test_node_hint(pending: PodBuilder, old: NodeBuilder | None, new_node: NodeB
 
 def test_hints_queue_unexpected_objects() -> None:
     pending = WANTS_FOO.obj()
-    assert _pod_changed(pending, None, "not a pod") == QueueingHint.QUEUE
+    assert _pod_changed(pending, None, NodeBuilder("n").obj()) == QueueingHint.QUEUE
     assert _node_changed(pending, None, None) == QueueingHint.QUEUE
 
 

@@ -1963,7 +1963,7 @@ def test_node_hint(old: NodeBuilder | None, new_node: NodeBuilder | None, want: 
 def test_hints_queue_unexpected_objects() -> None:
     pl = hint_plugin()
     pod = ON_NODE.obj()
-    assert pl._pod_changed(pod, None, "not a pod") == QueueingHint.QUEUE
+    assert pl._pod_changed(pod, None, NodeBuilder("n").obj()) == QueueingHint.QUEUE
     assert pl._node_changed(pod, None, None) == QueueingHint.QUEUE
 
 

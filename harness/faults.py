@@ -4,8 +4,11 @@ check every fault test ends with, and the results table (tests/faults/RESULTS.md
 Owns: what "nothing lost, nothing undone" means, written once — every pod bound exactly once or
 PodScheduled=False with a FailedScheduling event (core/v1 or events.k8s.io/v1), no node's summed
 requests over its allocatable (all schedulers' pods), no assumed pod left, the queue holding just
-the pods that cannot fit, the metrics matching what happened. Must never: mock anything, sleep
-for a fixed time instead of waiting on a condition, or leave a process behind.
+the pods that cannot fit, the metrics matching what happened. Each test runs inside fault_run,
+which writes its row whatever happens: every problem found (a broken invariant, a replica that
+hangs on SIGTERM, a traceback in a log, the test stopping on an exception) is in the row, in
+RESULTS.json and RESULTS.md alike, and fails the test. Must never: mock anything, sleep for a fixed
+time instead of waiting on a condition, leave a process behind, or let a problem pass unrecorded.
 """
 
 from __future__ import annotations
@@ -20,20 +23,19 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from kubernetes import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.controlplane import ControlPlane, free_ports
-from harness.workload import make_node, make_pod, wait_for
+from harness.controlplane import REPO_ROOT, ControlPlane, free_ports
+from harness.workload import api_pod, make_node, wait_for
 from scheduler.model.objects import Node, Pod, Resource
 
-RESULTS_JSON = Path(__file__).with_name("RESULTS.json")
-RESULTS_MD = Path(__file__).with_name("RESULTS.md")
+RESULTS_JSON = REPO_ROOT / "tests" / "faults" / "RESULTS.json"
 
 # The workload every fault runs under: 490 pods that fit (nodes about 90 % full) and 10 that never do.
 NODE_COUNT = 50
@@ -49,67 +51,23 @@ POD_MEMORY = "128Mi"
 # ---- scheduler replicas ------------------------------------------------------------------------
 
 
-class Replica:
-    """`python -m scheduler run` as a child process; start, kill, restart, read its log and metrics."""
+class Process:
+    """A child process writing to its own log: start, signal, wait, stop. A process that outlives
+    SIGTERM by `stop_grace` seconds is killed and reported, never passed over."""
 
-    def __init__(
-        self,
-        plane: ControlPlane,
-        scheduler_name: str,
-        label: str,
-        *,
-        kubeconfig: Path | None = None,
-        lease: str | None = None,
-        lease_timings: tuple[float, float, float] = (6.0, 4.0, 1.0),
-        extra_args: Sequence[str] = (),
-    ) -> None:
-        self.plane = plane
+    def __init__(self, label: str, args: Sequence[str], log_path: Path, *, stop_grace: float = 20.0) -> None:
         self.label = label
-        self.log_path = plane.log_dir / f"scheduler-{scheduler_name}-{label}.log"
-        (self.port,) = free_ports(1)
-        args = [
-            sys.executable,
-            "-m",
-            "scheduler",
-            "run",
-            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
-            "--metrics-address=127.0.0.1",
-            f"--metrics-port={self.port}",
-            f"--scheduler-name={scheduler_name}",
-            "--log-level=info",
-            "--serve-plain-http",  # the suite reads /metrics and /readyz without a token
-        ]
-        if lease is None:
-            args.append("--no-leader-elect")
-        else:
-            duration, deadline, retry = lease_timings
-            args += [
-                "--leader-elect-resource-namespace=kube-system",
-                f"--leader-elect-resource-name={lease}",
-                f"--leader-elect-lease-duration={duration}",
-                f"--leader-elect-renew-deadline={deadline}",
-                f"--leader-elect-retry-period={retry}",
-            ]
-        self.args = [*args, *extra_args]
+        self.args = list(args)
+        self.log_path = log_path
+        self.stop_grace = stop_grace
         self._proc: subprocess.Popen[bytes] | None = None
         self.exited_at: float | None = None
 
-    def start(self, wait_ready: bool = True) -> Replica:
+    def start(self) -> Self:
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.exited_at = None
-        if wait_ready:
-            wait_for(self._ready, timeout=60, what=f"scheduler {self.label} /readyz")
         return self
-
-    def _ready(self) -> bool:
-        if self.returncode is not None:
-            raise AssertionError(f"scheduler {self.label} exited with {self.returncode}:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as resp:
-                return bool(resp.status == 200)
-        except OSError:
-            return False
 
     @property
     def returncode(self) -> int | None:
@@ -139,25 +97,83 @@ class Replica:
         self.returncode  # noqa: B018 - records exited_at
         return code
 
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after 20 s; the exit code (None if it never ran)."""
-        if self._proc is None:
-            return None
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-                raise AssertionError(f"scheduler {self.label} did not stop on SIGTERM:\n{self.log_tail()}") from None
-        return self._proc.returncode
+    def stop(self) -> str:
+        """SIGTERM, then SIGKILL after `stop_grace` seconds. The problem ("" when it stopped, or had
+        already exited): a process still running `stop_grace` seconds after SIGTERM, with its log."""
+        if self._proc is None or self._proc.poll() is not None:
+            return ""
+        self._proc.send_signal(signal.SIGTERM)
+        if self.wait_exit(self.stop_grace) is not None:
+            return ""
+        self._proc.kill()
+        self._proc.wait()
+        tail = self.log_tail(15)
+        return (
+            f"replica {self.label} did not stop within {self.stop_grace:g} s of SIGTERM (killed); its log ends:\n{tail}"
+        )
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+class Replica(Process):
+    """`python -m scheduler run` as a child process; start, kill, restart, read its log and metrics."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        scheduler_name: str,
+        label: str,
+        *,
+        kubeconfig: Path | None = None,
+        lease: str | None = None,
+        lease_timings: tuple[float, float, float] = (6.0, 4.0, 1.0),
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.plane = plane
+        (self.port,) = free_ports(1)
+        args = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            f"--kubeconfig={kubeconfig or plane.kubeconfig}",
+            "--metrics-address=127.0.0.1",
+            f"--metrics-port={self.port}",
+            f"--scheduler-name={scheduler_name}",
+            "--log-level=info",
+            "--serve-plain-http",  # the suite reads /metrics and /readyz without a token
+        ]
+        if lease is None:
+            args.append("--no-leader-elect")
+        else:
+            duration, deadline, retry = lease_timings
+            args += [
+                "--leader-elect-resource-namespace=kube-system",
+                f"--leader-elect-resource-name={lease}",
+                f"--leader-elect-lease-duration={duration}",
+                f"--leader-elect-renew-deadline={deadline}",
+                f"--leader-elect-retry-period={retry}",
+            ]
+        super().__init__(label, [*args, *extra_args], plane.log_dir / f"scheduler-{scheduler_name}-{label}.log")
+
+    def start(self, wait_ready: bool = True) -> Self:
+        super().start()
+        if wait_ready:
+            wait_for(self._ready, timeout=60, what=f"scheduler {self.label} /readyz")
+        return self
+
+    def _ready(self) -> bool:
+        if self.returncode is not None:
+            raise AssertionError(f"scheduler {self.label} exited with {self.returncode}:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
 
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples `name` with these labels (the replica must be alive)."""
@@ -175,15 +191,20 @@ class Replica:
         return total
 
 
+def stop_all(started: Sequence[Process]) -> list[str]:
+    """Stop every process (all of them, whichever fails); the problems of those that would not stop."""
+    return [problem for process in started if (problem := process.stop())]
+
+
 @contextlib.contextmanager
-def replicas(*started: Replica) -> Iterator[None]:
-    """Stop every replica at the end, whatever happened."""
+def replicas(*started: Process) -> Iterator[None]:
+    """Stop every replica at the end, whatever happened; one that hangs on SIGTERM fails the test."""
     try:
         yield
     finally:
-        for replica in started:
-            with contextlib.suppress(AssertionError):
-                replica.stop()
+        problems = stop_all(started)
+        if problems:
+            raise AssertionError("\n".join(problems))
 
 
 # ---- the cluster and the workload --------------------------------------------------------------
@@ -233,7 +254,7 @@ class PodStream(threading.Thread):
                 pause = began + index / self.rate - time.monotonic()
                 if pause > 0 and self._halt.wait(pause):
                     return
-                body = make_pod(name, self.scheduler_name, cpu=cpu, memory=POD_MEMORY)
+                body = api_pod(name, self.scheduler_name, cpu=cpu, memory=POD_MEMORY)
                 while not self._halt.is_set():
                     try:
                         core.create_namespaced_pod(self.namespace, body, _request_timeout=10)
@@ -386,7 +407,7 @@ def check_invariants(
     bound_by_others: int | None = None,
     timeout: float = 120,
 ) -> Outcome:
-    """Wait until every pod is decided, then check every invariant; record and return the outcome.
+    """Wait until every pod is decided, then check every invariant; the outcome (FaultRun records it).
 
     `live` is the replica still running (its queue, cache and metrics are checked);
     With `bound_by_others` (pods bound by another replica or by the test itself), the live replica's
@@ -412,12 +433,15 @@ def check_invariants(
             return None
         return list(items)
 
+    outcome = Outcome(fault=fault, pods=0, nodes=0)
+    problems = outcome.problems
     try:
         items = wait_for(decided, timeout=timeout, what="every pod bound or reported unschedulable", interval=1.0)
-    except AssertionError:
+    except AssertionError as err:
+        # Not the end of the check: the pods undecided are named one by one below.
+        problems.append(str(err))
         items = _get(plane, f"/api/v1/namespaces/{namespace}/pods")["items"]
-    outcome = Outcome(fault=fault, pods=len(items), nodes=0)
-    problems = outcome.problems
+    outcome.pods = len(items)
     if len(items) != expected_pods:
         problems.append(f"{len(items)} pods exist, {expected_pods} expected")
 
@@ -480,34 +504,100 @@ def check_invariants(
             if problem:
                 problems.append(f"replica {live.label}: {problem}")
     outcome.recover_seconds = round(recovery_seconds(plane, namespace, fault_over_at, fault_began_at), 1)
-    record(outcome)
     return outcome
+
+
+# ---- one fault test's run and its row -----------------------------------------------------------
+
+
+@dataclass
+class FaultRun:
+    """One fault test: the invariant outcome plus every other problem the test finds (a replica
+    that hangs on SIGTERM, a traceback in a log, a test-specific check), all in its row."""
+
+    fault: str
+    outcome: Outcome | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def invariants(
+        self, plane: ControlPlane, namespace: str, scheduler_name: str, expected_pods: int, live: Replica | None,
+        **options: Any,
+    ) -> Outcome:  # fmt: skip
+        """check_invariants under this run's fault name; its outcome becomes the row."""
+        self.outcome = check_invariants(plane, namespace, scheduler_name, self.fault, expected_pods, live, **options)
+        return self.outcome
+
+    def check(self, ok: bool, problem: str) -> None:
+        if not ok:
+            self.problems.append(problem)
+
+    def no_traceback(self, replica: Process) -> None:
+        text = replica.log_text()
+        self.check(
+            "Traceback" not in text and '"exception"' not in text,
+            f"replica {replica.label} logged an exception; its log ends:\n{replica.log_tail(80)}",
+        )
+
+    @contextlib.contextmanager
+    def replicas(self, *started: Process) -> Iterator[None]:
+        """Stop every replica at the end, whatever happened; one that hangs on SIGTERM is a problem."""
+        try:
+            yield
+        finally:
+            self.problems += stop_all(started)
+
+    def row(self) -> Outcome:
+        outcome = self.outcome or Outcome(self.fault, pods=0, nodes=0)
+        return replace(outcome, problems=[*outcome.problems, *self.problems])
+
+
+@contextlib.contextmanager
+def fault_run(fault: str, results: Path = RESULTS_JSON) -> Iterator[FaultRun]:
+    """Run one fault test and always write its row (to `results` and the markdown beside it): the
+    outcome with every problem, or, when the test stopped on an exception, that exception as a
+    problem. The test fails on any problem."""
+    run = FaultRun(fault)
+    try:
+        yield run
+    except Exception as err:
+        run.problems.append(f"the test stopped early: {type(err).__name__}: {err}")
+        record(run.row(), results)
+        raise
+    row = run.row()
+    record(row, results)
+    print(
+        f"\nfault={row.fault} pods={row.pods} bound={row.bound} unschedulable={row.unschedulable} "
+        f"lost={row.lost} overcommitted={row.overcommitted} double_bound={row.double_bound} "
+        f"recover_s={row.recover_seconds} problems={len(row.problems)}"
+    )
+    assert not row.problems, "\n".join(row.problems[:30])
 
 
 # ---- the results table -------------------------------------------------------------------------
 
+# Problems per fault written into RESULTS.md (all of them stay in RESULTS.json).
+PROBLEMS_SHOWN = 10
 
-def record(outcome: Outcome) -> None:
-    """Add (or replace) this fault's row in RESULTS.json and regenerate RESULTS.md."""
+
+def record(outcome: Outcome, results: Path = RESULTS_JSON) -> None:
+    """Add (or replace) this fault's row in `results` (JSON) and regenerate the markdown beside it."""
     rows: dict[str, Any] = {}
-    if RESULTS_JSON.exists():
-        with contextlib.suppress(ValueError):
-            rows = {row["fault"]: row for row in json.loads(RESULTS_JSON.read_text())}
+    if results.exists():
+        rows = {row["fault"]: row for row in json.loads(results.read_text())}
     row = asdict(outcome)
-    row["problems"] = len(outcome.problems)
     row["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows[outcome.fault] = row
-    RESULTS_JSON.write_text(json.dumps(sorted(rows.values(), key=lambda r: str(r["fault"])), indent=1) + "\n")
-    render()
+    results.write_text(json.dumps(sorted(rows.values(), key=lambda r: str(r["fault"])), indent=1) + "\n")
+    render(results)
 
 
-def render() -> None:
-    """RESULTS.md from RESULTS.json."""
-    ordered = json.loads(RESULTS_JSON.read_text())
+def render(results: Path = RESULTS_JSON) -> None:
+    """RESULTS.md from RESULTS.json: a row per fault, its problems counted and listed below."""
+    ordered = json.loads(results.read_text())
     lines = [
         "# Fault suite results",
         "",
-        "Written by `pytest -m cluster tests/faults` (tests/faults/harness.py); every figure is from the",
+        "Written by `pytest -m cluster tests/faults` (harness/faults.py); every figure is from the",
         f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
         f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
         f"onto {NODE_COUNT} kwok nodes.",
@@ -515,30 +605,29 @@ def render() -> None:
         "*overcommitted*: nodes whose summed requests (every scheduler's pods) exceed allocatable;",
         "*double-bound*: pods with more than one Scheduled event; *seconds to recover*: from the end of the",
         "fault (for a takeover or restart: from the fault itself) to the next bind, at the apiserver's 1 s",
-        "resolution of PodScheduled times (`< 1`: binding never stopped or resumed within the second).",
+        "resolution of PodScheduled times (`< 1`: binding never stopped or resumed within the second);",
+        "*problems*: every invariant broken or check failed in that run (listed below the table); a run",
+        "with any problem failed.",
         "",
         "| fault | pods | nodes | bound | unschedulable | lost | overcommitted | double-bound "
-        "| seconds to recover | measured |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| seconds to recover | problems | measured |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
+    failed = [r for r in ordered if r["problems"]]
     for r in ordered:
         recover = f"{r['recover_seconds']:g}" if r["recover_seconds"] >= 1 else "< 1"
+        problems = f"**{len(r['problems'])} (FAILED)**" if r["problems"] else "0"
         lines.append(
             f"| {r['fault']} | {r['pods']} | {r['nodes']} | {r['bound']} | {r['unschedulable']} | {r['lost']} | "
-            f"{r['overcommitted']} | {r['double_bound']} | {recover} | {r['measured']} |"
+            f"{r['overcommitted']} | {r['double_bound']} | {recover} | {problems} | {r['measured']} |"
         )
-    RESULTS_MD.write_text("\n".join(lines) + "\n")
-
-
-def assert_clean(outcome: Outcome) -> None:
-    print(
-        f"\nfault={outcome.fault} pods={outcome.pods} bound={outcome.bound} unschedulable={outcome.unschedulable} "
-        f"lost={outcome.lost} overcommitted={outcome.overcommitted} double_bound={outcome.double_bound} "
-        f"recover_s={outcome.recover_seconds}"
-    )
-    assert not outcome.problems, "\n".join(outcome.problems[:30])
-
-
-def no_traceback(replica: Replica) -> None:
-    text = replica.log_text()
-    assert "Traceback" not in text and '"exception"' not in text, replica.log_tail(80)
+    if failed:
+        lines += ["", "## Problems"]
+        for r in failed:
+            lines += ["", f"### {r['fault']}", "", "```"]
+            for problem in r["problems"][:PROBLEMS_SHOWN]:
+                lines += problem.splitlines()
+            if len(r["problems"]) > PROBLEMS_SHOWN:
+                lines.append(f"... and {len(r['problems']) - PROBLEMS_SHOWN} more (RESULTS.json)")
+            lines.append("```")
+    results.with_suffix(".md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,393 @@
+"""Agreement comparison: what a run observed, kube-scheduler's own scores from its log, the
+in-process replay of our framework, and the pod-by-pod comparison of the two runs.
+
+Per pod: bound vs unschedulable; the FailedScheduling message (the part PostFilter plugins add, `
+preemption: ...`, is cut off and counted apart); whether our node is among kube-scheduler's
+top-scored nodes (its `-v=10` "Calculated node's final score for pod" lines); and whether each
+scheduler's node is one ours could have chosen (our framework replayed with FakeApiClient over the
+nodes and pods the pod met in that run).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.agreement.scenarios import DRA_STATE_MISSING, KUBE, OURS, POST_FILTER_REASONS, Scenario, scheduler_name
+from scheduler.api.fake import FakeApiClient
+from scheduler.app import build_scheduler, full_registry
+from scheduler.config import SchedulerConfig
+from scheduler.framework.types import CycleState, FitError
+from scheduler.informers import Informers
+from scheduler.model.objects import Pod
+
+Raw = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- observations
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # bound | unschedulable | error | gated | pending (never tried) | timeout
+    node: str = ""
+    message: str = ""
+
+    def __str__(self) -> str:
+        if self.verdict == "bound":
+            return f"bound to {self.node}"
+        return f"{self.verdict}: {self.message}" if self.message else self.verdict
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What a pending pod met: namespaces, workloads (Services, controllers: the selectors of
+    default topology spreading), nodes and assigned pods, raw as the apiserver has them."""
+
+    namespaces: tuple[Raw, ...]
+    workloads: tuple[tuple[str, str, Raw], ...]  # (apiVersion, kind, object)
+    nodes: tuple[Raw, ...]
+    pods: tuple[Raw, ...]
+    volumes: tuple[tuple[str, Raw], ...] = ()  # (kind, object): the volume plugins' listers
+
+
+@dataclass(frozen=True)
+class Encounter:
+    """A pending pod as the apiserver created it and the cluster it met: what the replay needs."""
+
+    pod: Raw
+    state: ClusterState
+
+    @property
+    def preset(self) -> bool:
+        """Created with spec.nodeName: bound without any scheduler."""
+        return bool(self.pod["spec"].get("nodeName"))
+
+
+@dataclass(frozen=True)
+class Observation:
+    label: str  # the pod's name, or "<name> (after patch node n1)"
+    outcome: Outcome
+    encounter: Encounter | None = None  # pod steps only: after an action several pods move at once
+    kube_scores: KubeScores | None = None  # kube-scheduler's side, bound pods: its own logged scores
+
+
+@dataclass
+class SideRun:
+    observations: list[Observation] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class KubeScores:
+    """kube-scheduler's own account of one pod's last scoring: the final score of every feasible
+    node (empty when it did not score: one feasible node, or a batching hint), per-plugin scores,
+    and whether OpportunisticBatching handed it a node hint."""
+
+    final: Mapping[str, int]
+    plugins: Mapping[str, Mapping[str, int]]  # node -> plugin -> score
+    hinted: bool
+
+    def top(self, bound_to: str) -> tuple[str, ...]:
+        if not self.final:
+            return (bound_to,)
+        best = max(self.final.values())
+        return tuple(sorted(node for node, score in self.final.items() if score == best))
+
+
+_FINAL_SCORE = re.compile(r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(-?\d+)')
+_PLUGIN_SCORE = re.compile(r'"Plugin scored node for pod" pod="([^"]+)" plugin="([^"]+)" node="([^"]+)" score=(-?\d+)')
+_HINT = re.compile(r'"OpportunisticBatch provided node hint" .*?pod="([^"]+)"')
+
+
+def parse_kube_scores(log: str, pod: str) -> KubeScores:
+    """The last scoring of `pod` ("namespace/name") in a slice of kube-scheduler's text log.
+
+    kube-scheduler logs every node's final score of one attempt in a row; a node seen again
+    starts the next attempt, so what remains is the attempt that bound the pod."""
+    final: dict[str, int] = {}
+    plugins: dict[str, dict[str, int]] = {}
+    hinted = False
+    for line in log.splitlines():
+        if (match := _FINAL_SCORE.search(line)) is not None and match.group(1) == pod:
+            node, score = match.group(2), int(match.group(3))
+            if node in final:
+                final = {}
+            final[node] = score
+            hinted = False
+        elif (match := _PLUGIN_SCORE.search(line)) is not None and match.group(1) == pod:
+            plugin, node, score = match.group(2), match.group(3), int(match.group(4))
+            if plugin in plugins.get(node, {}):
+                plugins, final = {}, {}
+            plugins.setdefault(node, {})[plugin] = score
+        elif (match := _HINT.search(line)) is not None and match.group(1) == pod:
+            final, plugins, hinted = {}, {}, True
+    return KubeScores(final, plugins, hinted)
+
+
+# --------------------------------------------------------------------------- the replay
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Our framework's view of one pod over one cluster state."""
+
+    feasible: tuple[str, ...]
+    top: tuple[str, ...]  # every node with the highest total score (the feasible one if only one)
+    scores: Mapping[str, int]
+    message: str  # the FailedScheduling message when nothing is feasible
+    plugins: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # node -> plugin -> weighted score
+
+
+def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, Any], profile: str) -> Replay:
+    """Filter and score `pod_raw` (as profile `profile` of our side) over `state`, in-process."""
+    namespaces: dict[str, Mapping[str, str]] = {}
+    sched = build_scheduler(config, full_registry(), FakeApiClient(), namespaces)
+    informers = Informers(sched, namespaces)
+    for namespace in state.namespaces:
+        informers.on_namespace("ADDED", namespace)
+    for api_version, kind, workload in state.workloads:
+        informers.on_workload(api_version, kind, "ADDED", workload)
+    for kind, volume in state.volumes:
+        informers.on_volume_object(kind, "ADDED", volume)
+    for node in state.nodes:
+        informers.on_node("ADDED", node)
+    for assigned in state.pods:
+        informers.on_pod("ADDED", assigned)
+    raw = copy.deepcopy(dict(pod_raw))
+    raw["spec"]["schedulerName"] = scheduler_name(OURS, profile)
+    pod = Pod.from_raw(raw)
+    fw = sched.frameworks[pod.scheduler_name]
+    sched.cache.update_snapshot(sched.snapshot)
+    cycle = CycleState()
+    feasible, diagnosis = sched.find_nodes_that_fit(fw, cycle, pod)
+    if not feasible:
+        return Replay((), (), {}, str(FitError(pod, len(sched.snapshot), diagnosis)))
+    names = tuple(info.name for info in feasible)
+    if len(feasible) == 1:
+        return Replay(names, names, {}, "")
+    totals = sched.prioritize_nodes(fw, cycle, pod, feasible)  # aligned with `feasible`
+    scores = {info.name: int(total) for info, total in zip(feasible, totals, strict=True)}
+    # Each plugin's weighted share too, as kube-scheduler logs it ("Plugin scored node for pod"):
+    # the PreScore state is in `cycle` already.
+    rows = np.fromiter((sched.snapshot.position[n] for n in names), np.int64, len(names))
+    _, per_plugin, _ = fw.score_nodes(cycle, pod, feasible, sched.snapshot.table, rows)
+    plugins = {
+        name: {plugin: int(values[i]) * fw.score_weights[plugin] for plugin, values in per_plugin.items()}
+        for i, name in enumerate(names)
+    }
+    best = max(scores.values())
+    return Replay(names, tuple(sorted(n for n, s in scores.items() if s == best)), scores, "", plugins)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def split_post_filter(message: str) -> tuple[str, str]:
+    """A FailedScheduling message without the PostFilter part kube-scheduler appends (FitError.Error:
+    `<filter histogram>. <post-filter message>`), and that part ("" if none).
+
+    The PostFilter plugins of kube-scheduler's default profile that we do not have yet:
+    DefaultPreemption ("preemption: 0/3 nodes are available: ...") and DynamicResources (in 1.37 it
+    answers a pod without claims with a bare Unschedulable, which adds nothing; older releases said
+    "no new claims to deallocate"). When a PreFilter plugin before DynamicResources rejected the
+    pod, DynamicResources' PostFilter finds no state of its own and fails with the CycleState's
+    "not found", which ends up as the whole post-filter message."""
+    cuts = [i for reason in POST_FILTER_REASONS if (i := message.find(" " + reason)) >= 0]
+    if message.endswith(" " + DRA_STATE_MISSING):
+        cuts.append(len(message) - len(DRA_STATE_MISSING) - 1)
+    if not cuts:
+        return message, ""
+    return message[: min(cuts)], message[min(cuts) + 1 :]
+
+
+@dataclass(frozen=True)
+class PodComparison:
+    label: str
+    kube: Outcome
+    ours: Outcome
+    verdict_agrees: bool
+    message_agrees: bool
+    # None: not applicable (not bound on both sides, or created with nodeName).
+    kube_top: bool | None  # our node is among kube-scheduler's top-scored nodes (its own -v=10 scores)
+    replay_top: bool | None  # both nodes are in our top-score set replayed over the cluster each met
+    post_filter: str  # kube-scheduler's PostFilter part of the message, not compared
+    notes: tuple[str, ...] = ()
+    kube_scored: bool = False  # kube-scheduler's log had final scores for this pod
+    # Informational, not part of `agrees`: kube-scheduler's logged final scores equal our replay's
+    # over its cluster (None: not both scored), and the plugins whose scores differ.
+    scores_equal: bool | None = None
+    plugins_differing: tuple[str, ...] = ()
+
+    @property
+    def agrees(self) -> bool:
+        return (
+            self.verdict_agrees and self.message_agrees and self.kube_top is not False and self.replay_top is not False
+        )
+
+
+@dataclass(frozen=True)
+class Counts:
+    pods: int = 0
+    verdicts: int = 0
+    messages: int = 0
+    kube_top: int = 0
+    kube_top_checks: int = 0
+    replay_top: int = 0
+    replay_checks: int = 0
+    post_filter: int = 0
+    scores_equal: int = 0
+    scores_checks: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    scenario: Scenario
+    status: str  # compared | pending | error
+    pods: tuple[PodComparison, ...] = ()
+    error: str = ""
+
+    @property
+    def agrees(self) -> bool:
+        return self.status == "compared" and all(p.agrees for p in self.pods)
+
+    def counts(self) -> Counts:
+        kube = [p.kube_top for p in self.pods if p.kube_top is not None]
+        replay = [p.replay_top for p in self.pods if p.replay_top is not None]
+        return Counts(
+            pods=len(self.pods),
+            verdicts=sum(p.verdict_agrees for p in self.pods),
+            messages=sum(p.message_agrees for p in self.pods),
+            kube_top=sum(kube),
+            kube_top_checks=len(kube),
+            replay_top=sum(replay),
+            replay_checks=len(replay),
+            post_filter=sum(1 for p in self.pods if p.post_filter),
+            scores_equal=sum(1 for p in self.pods if p.scores_equal),
+            scores_checks=sum(1 for p in self.pods if p.scores_equal is not None),
+        )
+
+    def diff(self) -> str:
+        """A readable account of every disagreement (or of why the scenario was not compared)."""
+        if self.status != "compared":
+            return f"{self.scenario.name}: {self.status}: {self.error}"
+        lines = []
+        for pod in self.pods:
+            if pod.agrees:
+                continue
+            lines.append(f"{self.scenario.name} / {pod.label}:")
+            lines.append(f"    kube-scheduler: {pod.kube}")
+            lines.append(f"    ours:           {pod.ours}")
+            lines.extend(f"    {note}" for note in pod.notes)
+        return "\n".join(lines)
+
+
+def _kube_top_check(kube: Observation, ours: Observation) -> tuple[bool, list[str]]:
+    """Is our node among kube-scheduler's top-scored nodes, by kube-scheduler's own log?"""
+    scores = kube.kube_scores or KubeScores({}, {}, hinted=False)
+    top = scores.top(kube.outcome.node)
+    if ours.outcome.node in top:
+        return True, []
+    if scores.final:
+        how = f"its final scores {dict(sorted(scores.final.items()))}"
+        if scores.plugins:
+            per_plugin = {node: dict(sorted(p.items())) for node, p in sorted(scores.plugins.items())}
+            how += f", per plugin {per_plugin}"
+    elif scores.hinted:
+        how = "no scoring: an OpportunisticBatching node hint"
+    else:
+        how = "no scoring: one feasible node"
+    return False, [f"our node {ours.outcome.node} is not in kube-scheduler's top set {list(top)} ({how})"]
+
+
+def compare_pod(
+    kube: Observation, ours: Observation, config: SchedulerConfig, profile: str, same_cluster: bool = True
+) -> PodComparison:
+    """One pod's comparison. `same_cluster`: every earlier pod of the scenario got the same verdict
+    and node on both sides, so kube-scheduler's scores are for the cluster our pod met too (after
+    a tie broken differently, only the replays, each over its own side's cluster, apply)."""
+    kube_message, post_filter = split_post_filter(kube.outcome.message)
+    our_message, _ = split_post_filter(ours.outcome.message)
+    verdict_agrees = kube.outcome.verdict == ours.outcome.verdict
+    message_agrees = verdict_agrees and kube_message == our_message
+    notes: list[str] = []
+    kube_top: bool | None = None
+    replay_top: bool | None = None
+    both_bound = verdict_agrees and kube.outcome.verdict == "bound"
+    preset = kube.encounter is not None and kube.encounter.preset
+    if both_bound and not preset and same_cluster:
+        kube_top, kube_notes = _kube_top_check(kube, ours)
+        notes += kube_notes
+    scores_equal: bool | None = None
+    differing: tuple[str, ...] = ()
+    if both_bound and kube.encounter is not None and ours.encounter is not None and not preset:
+        replay_top = True
+        for whose, observed, encounter in (
+            ("kube-scheduler's", kube, kube.encounter),
+            ("our", ours, ours.encounter),
+        ):
+            result = replay(config, encounter.state, encounter.pod, profile)
+            if observed is kube and kube.kube_scores is not None and kube.kube_scores.final and result.scores:
+                scores_equal = dict(result.scores) == dict(kube.kube_scores.final)
+                differing = plugins_differing(kube.kube_scores, result)
+            if observed.outcome.node not in result.top:
+                replay_top = False
+                per_plugin = {node: dict(sorted(p.items())) for node, p in sorted(result.plugins.items())}
+                notes.append(
+                    f"{whose} node {observed.outcome.node} is not in our top set {list(result.top)} (replayed "
+                    f"scores {dict(sorted(result.scores.items()))}, per plugin {per_plugin}, feasible "
+                    f"{list(result.feasible)})"
+                )
+    if not verdict_agrees and kube.encounter is not None:
+        result = replay(config, kube.encounter.state, kube.encounter.pod, profile)
+        verdict = f"top set {list(result.top)}" if result.feasible else result.message
+        notes.append(f"our replay over kube-scheduler's cluster: {verdict}")
+    if verdict_agrees and not message_agrees:
+        notes.append(f"message: kube-scheduler {kube_message!r} vs ours {our_message!r}")
+    return PodComparison(
+        kube.label,
+        kube.outcome,
+        ours.outcome,
+        verdict_agrees,
+        message_agrees,
+        kube_top,
+        replay_top,
+        post_filter,
+        tuple(notes),
+        kube_scored=bool(kube.kube_scores and kube.kube_scores.final),
+        scores_equal=scores_equal,
+        plugins_differing=differing,
+    )
+
+
+def plugins_differing(kube: KubeScores, ours: Replay) -> tuple[str, ...]:
+    """The Score plugins whose weighted score for some node differs between kube-scheduler's log
+    and our replay over the same cluster (plugins only one side has count when not 0)."""
+    out = set()
+    for node in set(kube.plugins) | set(ours.plugins):
+        theirs, mine = kube.plugins.get(node, {}), ours.plugins.get(node, {})
+        out |= {plugin for plugin in set(theirs) | set(mine) if theirs.get(plugin, 0) != mine.get(plugin, 0)}
+    return tuple(sorted(out))
+
+
+def compare(scenario: Scenario, kube: SideRun, ours: SideRun, config: SchedulerConfig) -> ScenarioResult:
+    if kube.error or ours.error:
+        errors = [f"{side}: {run.error}" for side, run in ((KUBE, kube), (OURS, ours)) if run.error]
+        return ScenarioResult(scenario, "error", error="; ".join(errors))
+    if [o.label for o in kube.observations] != [o.label for o in ours.observations]:
+        return ScenarioResult(scenario, "error", error="the two runs observed different pods")
+    pods = []
+    same_cluster = True
+    for k, o in zip(kube.observations, ours.observations, strict=True):
+        pods.append(compare_pod(k, o, config, scenario.profile, same_cluster))
+        same_cluster = same_cluster and k.outcome.verdict == o.outcome.verdict and k.outcome.node == o.outcome.node
+    return ScenarioResult(scenario, "compared", tuple(pods))

@@ -1,0 +1,581 @@
+"""Agreement runs: one driver per scheduler, each on a control plane of its own, side by side.
+
+kube-scheduler at the pinned K8S_VERSION (leader election off) on one, ours (`--no-leader-elect`) on
+the other, with the same PROFILES under their own schedulerNames. Between scenarios a side deletes
+what the last one created and waits until the scheduler's cache is empty; after creating nodes and
+existing pods it waits until the cache holds exactly them. Pods are followed by a watch: a step
+waits for the apiserver's report of the change, never a fixed time (except an action's delay).
+
+Must never: tune either scheduler beyond the shared PROFILES, or touch a cluster it did not start.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.agreement.compare import (
+    ClusterState,
+    Encounter,
+    KubeScores,
+    Observation,
+    Outcome,
+    ScenarioResult,
+    SideRun,
+    compare,
+    parse_kube_scores,
+)
+from harness.agreement.report import AgreementReport, RunInfo
+from harness.agreement.scenarios import (
+    KUBE,
+    OURS,
+    QUIET_SECONDS,
+    SETTLE_TIMEOUT,
+    TERMINAL_PHASES,
+    ActionStep,
+    PodStep,
+    Scenario,
+    ScenarioError,
+    scheduler_config,
+    scheduler_name,
+)
+from harness.apiwatch import KeepAliveClient, PodWatch
+from harness.controlplane import ControlPlane, ManagedProcess
+from harness.workload import metrics_text, running_scheduler, wait_for
+from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, collection_path, full_registry
+from scheduler.config import parse_config
+
+Raw = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- one side
+
+
+class ApiFailure(RuntimeError):
+    pass
+
+
+_RESOURCE_PATHS = {
+    ("v1", "Service"): ("services", True),
+    ("v1", "ReplicationController"): ("replicationcontrollers", True),
+    ("apps/v1", "ReplicaSet"): ("replicasets", True),
+    ("apps/v1", "StatefulSet"): ("statefulsets", True),
+    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
+    ("node.k8s.io/v1", "RuntimeClass"): ("runtimeclasses", False),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True),
+    ("v1", "PersistentVolume"): ("persistentvolumes", False),
+    ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
+    ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
+}
+
+
+def _collection_path(obj: Mapping[str, Any]) -> str:
+    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    if key not in _RESOURCE_PATHS:
+        raise ScenarioError(f"objects: unsupported kind {key[1]} ({key[0]}); supported: {sorted(_RESOURCE_PATHS)}")
+    plural, namespaced = _RESOURCE_PATHS[key]
+    group = "/api/v1" if key[0] == "v1" else f"/apis/{key[0]}"
+    if namespaced:
+        return f"{group}/namespaces/{obj['metadata'].get('namespace', 'default')}/{plural}"
+    return f"{group}/{plural}"
+
+
+def _scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return dict(condition)
+    return None
+
+
+def _outcome(pod: Mapping[str, Any]) -> Outcome | None:
+    """Bound, or failed by the scheduler; None while neither (gated pods included)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if node:
+        return Outcome("bound", node=str(node))
+    condition = _scheduled_condition(pod)
+    if condition is not None and condition.get("status") == "False":
+        reason = condition.get("reason")
+        if reason == "Unschedulable":
+            return Outcome("unschedulable", message=str(condition.get("message", "")))
+        if reason == "SchedulerError":
+            return Outcome("error", message=str(condition.get("message", "")))
+    return None
+
+
+def _waiting(pod: Mapping[str, Any]) -> Outcome:
+    """A pod no scheduler has decided on: gated (the apiserver's SchedulingGated condition) or pending."""
+    condition = _scheduled_condition(pod) or {}
+    if condition.get("reason") == "SchedulingGated":
+        return Outcome("gated", message=str(condition.get("message", "")))
+    return Outcome("pending")
+
+
+class Side:
+    """One scheduler on its own control plane, taken through scenarios one after the other.
+
+    Requests go over one kept-alive connection; pods are followed by a watch (PodWatch), so a
+    step waits for the apiserver to report the change, never a fixed time. `score_log` is
+    kube-scheduler's log, whose `-v=10` lines give the side's own per-node final scores."""
+
+    def __init__(
+        self,
+        side: str,
+        plane: ControlPlane,
+        cache_sizes: Callable[[], dict[str, int]],
+        score_log: Path | None = None,
+    ) -> None:
+        self.side = side
+        self.plane = plane
+        self.cache_sizes = cache_sizes
+        self._score_log = score_log
+        self._client = KeepAliveClient(plane)
+        self._watch = PodWatch(plane, side)
+        self._namespaces: set[str] = {"default"}
+        self._objects: list[str] = []  # paths of objects to delete before the next scenario
+        self._uids: dict[str, tuple[str, str]] = {}  # this scenario's pods: name -> (namespace, uid)
+
+    # ---- API -----------------------------------------------------------------------------
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        return self._client.request(method, path, body, headers)
+
+    def api(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Raw:
+        status, data = self.request(method, path, body)
+        if status not in ok:
+            raise ApiFailure(f"{self.side}: {method} {path}: HTTP {status}: {data.decode(errors='replace')[:500]}")
+        result: Raw = json.loads(data) if data else {}
+        return result
+
+    def _merge_patch(self, path: str, body: Raw) -> Raw:
+        status, data = self.request("PATCH", path, body, headers={"Content-Type": "application/merge-patch+json"})
+        if status != 200:
+            raise ApiFailure(f"{self.side}: PATCH {path}: HTTP {status}: {data.decode(errors='replace')[:500]}")
+        result: Raw = json.loads(data)
+        return result
+
+    def _wait_cache(self, nodes: int, pods: int, what: str) -> None:
+        # A scheduler's cache is visible only through its metrics or its dump: polled, not slept on.
+        seen: dict[str, int] = {}
+
+        def synced() -> bool:
+            seen.update(self.cache_sizes())
+            return seen.get("nodes") == nodes and seen.get("pods") == pods
+
+        try:
+            wait_for(synced, timeout=30, what=f"{self.side} cache {what} ({nodes} nodes, {pods} pods)", interval=0.05)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; last seen {seen}") from None
+
+    def _log_offset(self) -> int:
+        if self._score_log is None:
+            return 0
+        try:
+            return self._score_log.stat().st_size
+        except OSError:
+            return 0
+
+    def _scores_since(self, offset: int, namespace: str, name: str) -> KubeScores | None:
+        if self._score_log is None:
+            return None
+        with self._score_log.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+        return parse_kube_scores(text, f"{namespace}/{name}")
+
+    # ---- a scenario ----------------------------------------------------------------------
+
+    def run_all(self, scenarios: Sequence[Scenario], progress: Callable[[str], None]) -> dict[str, SideRun]:
+        runs: dict[str, SideRun] = {}
+        self._watch.start()
+        try:
+            for scenario in scenarios:
+                began = time.monotonic()
+                run = SideRun()
+                try:
+                    self.reset()
+                    self.setup(scenario)
+                    self.play(scenario, run)
+                except (ApiFailure, AssertionError, ScenarioError, OSError, http.client.HTTPException) as err:
+                    run.error = str(err)
+                run.seconds = time.monotonic() - began
+                runs[scenario.name] = run
+                progress(f"{self.side:>14}: {scenario.name} ({run.seconds:.1f} s){' ERROR' if run.error else ''}")
+            self.reset()
+        finally:
+            self._watch.stop()
+            self._client.close()
+        return runs
+
+    def reset(self) -> None:
+        """Back to an empty cluster: no pods, nodes, scenario namespaces or objects.
+
+        Nothing is deleted while kwok still has work queued for it: kwok patches by name, from the
+        object as it last saw it, so a node or pod initialised after its deletion would land on the
+        next scenario's object of the same name (a new node n1 with the old n1's allocatable)."""
+        self._wait_kwok_done()
+        for namespace in sorted(self._namespaces):
+            self.api("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        self.api("DELETE", "/api/v1/nodes", ok=(200,))
+        for path in self._objects:
+            self.api("DELETE", path, ok=(200, 202, 404))
+        self._objects.clear()
+        for namespace in sorted(self._namespaces - {"default"}):
+            self._delete_namespace(namespace)
+        self._namespaces = {"default"}
+        self._uids.clear()
+        self._wait_cache(0, 0, "emptied")
+
+    def _wait_kwok_done(self) -> None:
+        """Until kwok has initialised every node (Ready) and started every bound pod (Running, or
+        the terminal phase a scenario wrote after that)."""
+
+        def pods_started() -> bool | None:
+            for pod in self._watch.pods():
+                phase = (pod.get("status") or {}).get("phase")
+                if (pod.get("spec") or {}).get("nodeName") and phase not in ("Running", *TERMINAL_PHASES):
+                    return None
+            return True
+
+        if self._watch.wait_until(pods_started, SETTLE_TIMEOUT) is None:
+            raise ApiFailure(f"{self.side}: kwok did not start every bound pod within {SETTLE_TIMEOUT:.0f} s")
+
+        def nodes_ready() -> bool:
+            return all(_node_ready(node) for node in self.api("GET", "/api/v1/nodes")["items"])
+
+        wait_for(nodes_ready, timeout=SETTLE_TIMEOUT, what=f"{self.side}: kwok initialising every node", interval=0.05)
+
+    def _delete_namespace(self, name: str) -> None:
+        """Delete and finalize at once: no namespace controller runs here, and the next scenario
+        may want the same name back."""
+        deleted = self.api("DELETE", f"/api/v1/namespaces/{name}", ok=(200, 202, 404))
+        if deleted.get("kind") == "Namespace":
+            deleted["spec"]["finalizers"] = []
+            self.api("PUT", f"/api/v1/namespaces/{name}/finalize", deleted, ok=(200, 404))
+        wait_for(
+            lambda: self.request("GET", f"/api/v1/namespaces/{name}")[0] == 404,
+            timeout=10,
+            what=f"namespace {name} gone",
+            interval=0.05,
+        )
+
+    def setup(self, scenario: Scenario) -> None:
+        for namespace in scenario.namespaces:
+            name = namespace["metadata"]["name"]
+            if name == "default":
+                self._merge_patch(
+                    "/api/v1/namespaces/default", {"metadata": {"labels": namespace["metadata"]["labels"]}}
+                )
+            else:
+                self.api("POST", "/api/v1/namespaces", namespace)
+            self._namespaces.add(name)
+        for obj in scenario.objects:
+            collection = _collection_path(obj)
+            self.api("POST", collection, obj)
+            self._objects.append(f"{collection}/{obj['metadata']['name']}")
+        for node in scenario.nodes:
+            self._create_node(node)
+        for pod in scenario.existing_pods:
+            namespace = pod["metadata"]["namespace"]
+            self._namespaces.add(namespace)
+            created = self.api("POST", self._pod_path(namespace), pod)
+            name = pod["metadata"]["name"]
+            self._uids[name] = (namespace, created["metadata"]["uid"])
+            if "status" in pod:
+                self._set_status(namespace, name, pod["status"])
+        bound = sum(
+            1
+            for pod in scenario.existing_pods
+            if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        )
+        self._wait_cache(len(scenario.nodes), bound, "filled")
+
+    def _set_status(self, namespace: str, name: str, status: Raw) -> None:
+        """Write an existing pod's status once kwok has made it Running: a patch before that races
+        with kwok's pod-ready stage, which may then write Running over a Succeeded or Failed."""
+
+        def running() -> bool | None:
+            pod = self._current(name)
+            return True if pod is not None and (pod.get("status") or {}).get("phase") == "Running" else None
+
+        if self._watch.wait_until(running, SETTLE_TIMEOUT) is None:
+            raise ApiFailure(f"{self.side}: kwok did not make pod {namespace}/{name} Running")
+        self._merge_patch(self._pod_path(namespace, name) + "/status", {"status": status})
+
+    def _create_node(self, node: Raw) -> None:
+        # The status goes in the create body: a create followed by a status patch races with kwok's
+        # node initialisation, which may then write its own allocatable over ours.
+        created = self.api("POST", "/api/v1/nodes", node)
+        _check_allocatable(self.side, node, created)
+
+    def state(self) -> ClusterState:
+        pods = [
+            pod
+            for pod in self.api("GET", "/api/v1/pods")["items"]
+            if (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        ]
+        workloads = []
+        for group, version, plural, kind in WORKLOAD_KINDS:
+            api_version = f"{group}/{version}" if group else version
+            path = collection_path(group, version, plural)
+            workloads += [(api_version, kind, item) for item in self.api("GET", path)["items"]]
+        volumes = []
+        for group, version, plural, kind in VOLUME_KINDS:
+            volumes += [(kind, item) for item in self.api("GET", collection_path(group, version, plural))["items"]]
+        return ClusterState(
+            namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
+            workloads=tuple(workloads),
+            nodes=tuple(self.api("GET", "/api/v1/nodes")["items"]),
+            pods=tuple(pods),
+            volumes=tuple(volumes),
+        )
+
+    def play(self, scenario: Scenario, run: SideRun) -> None:
+        name = scheduler_name(self.side, scenario.profile)
+        expected = {node["metadata"]["name"]: node for node in scenario.nodes}
+        for step in scenario.steps:
+            if isinstance(step, PodStep):
+                run.observations.append(self._pod_step(step, name, expected))
+            else:
+                if step.action == "create":
+                    expected[step.name] = step.body
+                run.observations.extend(self._action_step(step))
+
+    def _pod_path(self, namespace: str, name: str = "") -> str:
+        return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+
+    def _pod_step(self, step: PodStep, scheduler: str, expected: Mapping[str, Raw]) -> Observation:
+        pod = copy.deepcopy(step.pod)
+        pod["spec"]["schedulerName"] = scheduler
+        namespace = pod["metadata"]["namespace"]
+        self._namespaces.add(namespace)
+        state = self.state()
+        for node in state.nodes:
+            if node["metadata"]["name"] in expected:
+                _check_allocatable(self.side, expected[node["metadata"]["name"]], node)
+        offset = self._log_offset()
+        created = self.api("POST", self._pod_path(namespace), pod)
+        uid = created["metadata"]["uid"]
+        self._uids[step.name] = (namespace, uid)
+        gated = bool(pod["spec"].get("schedulingGates"))
+        outcome = self._settle(namespace, step.name, uid, gated)
+        if outcome.verdict == "unschedulable" and not step.keep:
+            self.api("DELETE", self._pod_path(namespace, step.name) + "?gracePeriodSeconds=0", ok=(200, 404))
+        scores = self._scores_since(offset, namespace, step.name) if outcome.verdict == "bound" else None
+        return Observation(step.name, outcome, Encounter(created, state), scores)
+
+    def _current(self, name: str) -> Raw | None:
+        """The watch's latest copy of this scenario's pod `name` (None until the watch saw it);
+        an error once it is deleted: nothing here deletes a pod it observes, so the scheduler did
+        (a preemption victim)."""
+        namespace, uid = self._uids[name]
+        pod = self._watch.get(namespace, name)
+        if pod is not None and pod["metadata"]["uid"] == uid:
+            return pod
+        if self._watch.deleted(uid):
+            raise ApiFailure(
+                f"{self.side}: pod {namespace}/{name} is gone: preempted? (scenarios must leave no victims)"
+            )
+        return None
+
+    def _settle(self, namespace: str, name: str, uid: str, gated: bool) -> Outcome:
+        def decided() -> Outcome | None:
+            pod = self._current(name)
+            return None if pod is None else _outcome(pod)
+
+        outcome = self._watch.wait_until(decided, QUIET_SECONDS if gated else SETTLE_TIMEOUT)
+        if outcome is not None:
+            return outcome
+        if not gated:
+            watch = f" (last watch error: {self._watch.error})" if self._watch.error else ""
+            return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s{watch}")
+        current = self._current(name)
+        return _waiting(current) if current is not None else Outcome("pending")
+
+    def _action_step(self, step: ActionStep) -> list[Observation]:
+        # The delay outlasts the backoff of pods that failed once (see DEFAULT_ACTION_DELAY): a
+        # property of both schedulers' queues that no watch can announce.
+        time.sleep(step.delay)
+        offset = self._log_offset()
+        if step.action == "create":
+            self._create_node(step.body)
+        else:
+            path = f"/api/v1/nodes/{step.name}"
+            if step.kind == "pod":
+                path = self._pod_path(self._uids[step.name][0], step.name)
+            if step.action == "patch":
+                self._merge_patch(path, step.body)
+            else:
+                self.api("DELETE", path + "?gracePeriodSeconds=0")
+        for pod in step.observe:
+            if pod not in self._uids:
+                raise ApiFailure(f"{self.side}: pod {pod} is not one of this scenario's pods")
+        last: dict[str, Outcome | None] = {}
+        changed = time.monotonic()
+        deadline = changed + SETTLE_TIMEOUT
+
+        def settled() -> bool | None:
+            nonlocal last, changed
+            pods = {pod: self._current(pod) for pod in step.observe}
+            outcomes = {pod: None if raw is None else _outcome(raw) for pod, raw in pods.items()}
+            now = time.monotonic()
+            if outcomes != last:
+                changed = now
+            last = outcomes
+            all_bound = all(o is not None and o.verdict == "bound" for o in outcomes.values())
+            return True if all_bound or now - changed > QUIET_SECONDS or now > deadline else None
+
+        while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
+            pass
+        observations = []
+        for pod in step.observe:
+            raw = self._current(pod)
+            outcome = (_outcome(raw) or _waiting(raw)) if raw is not None else Outcome("pending")
+            namespace = self._uids[pod][0]
+            scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
+            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores))
+        return observations
+
+
+def _node_ready(node: Raw) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _check_allocatable(side: str, wanted: Raw, seen: Raw) -> None:
+    want = wanted["status"]["allocatable"]
+    got = (seen.get("status") or {}).get("allocatable")
+    if got != want:
+        name = wanted["metadata"]["name"]
+        raise ApiFailure(f"{side}: node {name} status.allocatable is {got}, not {want} (kwok's defaults?)")
+
+
+def _metric_cache_sizes(metrics: Callable[[], str]) -> Callable[[], dict[str, int]]:
+    """Our scheduler's cache sizes, from scheduler_cache_size (kept current on every change)."""
+
+    def sizes() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for family in text_string_to_metric_families(metrics()):
+            for sample in family.samples:
+                if sample.name == "scheduler_cache_size":
+                    out[sample.labels.get("type", "")] = int(sample.value)
+        return out
+
+    return sizes
+
+
+_DUMP_NODES = '"Dump of cached NodeInfo"'
+_DUMP_QUEUE = '"Dump of scheduling queue"'
+_DUMP_POD_COUNT = re.compile(r"Scheduled Pods\(number: (\d+)\)")
+DUMP_TIMEOUT = 10.0
+
+
+def _kube_cache_sizes(proc: ManagedProcess) -> Callable[[], dict[str, int]]:
+    """kube-scheduler's cache sizes as its CacheDebugger dumps them to the log on SIGUSR2: exact and
+    at once, where its scheduler_cache_size gauge is refreshed only once a second."""
+
+    def sizes() -> dict[str, int]:
+        offset = proc.log_path.stat().st_size
+        proc.signal(signal.SIGUSR2)
+        deadline = time.monotonic() + DUMP_TIMEOUT
+        while True:
+            with proc.log_path.open("rb") as log:
+                log.seek(offset)
+                text = log.read().decode(errors="replace")
+            start = text.find(_DUMP_NODES)
+            end = text.find(_DUMP_QUEUE, start)
+            if start >= 0 and end >= 0:
+                dump = text[start:end]
+                return {
+                    "nodes": dump.count("Deleted: false"),
+                    "pods": sum(int(n) for n in _DUMP_POD_COUNT.findall(dump)),
+                }
+            if time.monotonic() > deadline or not proc.alive():
+                raise ApiFailure(f"{KUBE}: no cache dump in {proc.log_path} within {DUMP_TIMEOUT:.0f} s of SIGUSR2")
+            time.sleep(0.01)  # the dump is a few log lines away
+
+    return sizes
+
+
+# kube-scheduler logs every node's final score (and each plugin's) at -v=10 in schedule_one.go, and
+# OpportunisticBatching's hints at -v=3 in batch.go; --vmodule keeps the rest of its log at -v=2.
+KUBE_SCORE_LOGGING = ("--vmodule=schedule_one=10,batch=3",)
+
+
+@dataclass
+class _Sides:
+    kube: Side
+    ours: Side
+
+
+def _start_sides(stack: ExitStack) -> _Sides:
+    """Two control planes, kube-scheduler on one and ours on the other (all from the main thread,
+    so every child dies with this process)."""
+    kube_plane = stack.enter_context(ControlPlane())
+    our_plane = stack.enter_context(ControlPlane())
+    kube_config = scheduler_config(KUBE)
+    kube_scheduler = kube_plane.start_kube_scheduler(
+        scheduler_name(KUBE, "default"), {"profiles": kube_config["profiles"]}, extra_args=KUBE_SCORE_LOGGING
+    )
+    assert kube_scheduler.port is not None
+    config_path = our_plane.workdir / "agreement-scheduler.yaml"
+    config_path.write_text(yaml.safe_dump(scheduler_config(OURS), sort_keys=False))
+    port = stack.enter_context(
+        running_scheduler(our_plane, scheduler_name(OURS, "default"), config_path, ("--no-leader-elect",))
+    )
+    return _Sides(
+        Side(KUBE, kube_plane, _kube_cache_sizes(kube_scheduler), score_log=kube_scheduler.log_path),
+        Side(OURS, our_plane, _metric_cache_sizes(lambda: metrics_text(port))),
+    )
+
+
+def run_agreement(
+    scenarios: Sequence[Scenario],
+    progress: Callable[[str], None] | None = None,
+    info: RunInfo | None = None,
+) -> AgreementReport:
+    """Run `scenarios` through both schedulers (side by side) and compare them."""
+    say = progress or (lambda _line: None)
+    began = time.monotonic()
+    registered = tuple(full_registry())
+    config = parse_config(scheduler_config(OURS))
+    runnable = [s for s in scenarios if not s.pending_plugins(registered)]
+    runs: dict[str, tuple[SideRun, SideRun]] = {}
+    if runnable:
+        lock = threading.Lock()
+
+        def locked_say(line: str) -> None:
+            with lock:
+                say(line)
+
+        with ExitStack() as stack:
+            sides = _start_sides(stack)
+            say(f"control planes and schedulers up in {time.monotonic() - began:.1f} s")
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agreement") as pool:
+                kube_future = pool.submit(sides.kube.run_all, runnable, locked_say)
+                our_future = pool.submit(sides.ours.run_all, runnable, locked_say)
+                kube_runs, our_runs = kube_future.result(), our_future.result()
+        runs = {name: (kube_runs[name], our_runs[name]) for name in kube_runs}
+    results = []
+    for scenario in scenarios:
+        if scenario.name not in runs:
+            missing = ", ".join(scenario.pending_plugins(registered))
+            results.append(ScenarioResult(scenario, "pending", error=f"not run: {missing} not registered"))
+        else:
+            results.append(compare(scenario, *runs[scenario.name], config))
+    return AgreementReport(results, time.monotonic() - began, registered, info or RunInfo.now())

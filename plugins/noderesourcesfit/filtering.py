@@ -1,0 +1,132 @@
+"""NodeResourcesFit's PreFilter and Filter: does the node have room for the pod's requests.
+
+As kube's noderesources/fit.go: the pod's effective requests (containers, sidecars, init peak,
+overhead), computed once at PreFilter, against allocatable minus what the node's pods request;
+free amounts wrap as kube's int64 subtraction does (and as the batch form's numpy columns do). A
+pod whose own requests are beyond int64 is rejected at PreFilter, naming the field. Never changes
+a NodeInfo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from plugins.helper.resource_allocation import is_extended_resource
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
+from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResult, StateKey, Status
+from scheduler.model.objects import Node, Pod, Resource
+from scheduler.model.quantity import go_add
+
+NAME = "NodeResourcesFit"
+
+
+@dataclass(frozen=True, slots=True)
+class _PreFilterState:
+    requests: Resource
+
+    def clone(self) -> _PreFilterState:
+        return self
+
+
+PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
+
+
+def insufficient_resources(
+    requests: Resource,
+    node_info: NodeInfo,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> list[tuple[str, bool]]:
+    """(reason, unresolvable) for every resource the node lacks for these requests."""
+    alloc = node_info.allocatable
+    used = node_info.requested
+    out: list[tuple[str, bool]] = []
+    if len(node_info.pods) + 1 > alloc.allowed_pods:
+        out.append(("Too many pods", False))
+    if requests.is_zero():
+        return out
+    if requests.milli_cpu > 0 and requests.milli_cpu > go_add(alloc.milli_cpu, -used.milli_cpu):
+        out.append(("Insufficient cpu", requests.milli_cpu > alloc.milli_cpu))
+    if requests.memory > 0 and requests.memory > go_add(alloc.memory, -used.memory):
+        out.append(("Insufficient memory", requests.memory > alloc.memory))
+    free_storage = go_add(alloc.ephemeral_storage, -used.ephemeral_storage)
+    if requests.ephemeral_storage > 0 and requests.ephemeral_storage > free_storage:
+        out.append(("Insufficient ephemeral-storage", requests.ephemeral_storage > alloc.ephemeral_storage))
+    for name, amount in requests.scalar.items():
+        if amount == 0:
+            continue
+        if is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
+            continue
+        capacity = alloc.scalar.get(name, 0)
+        if amount > go_add(capacity, -used.scalar.get(name, 0)):
+            out.append((f"Insufficient {name}", amount > capacity))
+    return out
+
+
+def fits(pod: Pod, node: Node) -> bool:
+    """Would the pod fit on this node if it were empty (used by queueing hints)."""
+    info = NodeInfo(node)
+    return not insufficient_resources(pod.fit_requests, info)
+
+
+def pre_filter(state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+    if pod.fit_out_of_range:
+        # kube would count such a request as 0 (or a wrapped number) and place the pod anywhere.
+        return None, Status.unresolvable(pod.fit_out_of_range, plugin=NAME)
+    state.write(PRE_FILTER_KEY, _PreFilterState(pod.fit_requests))
+    return None, None
+
+
+def _requests(state: CycleState, pod: Pod) -> Resource:
+    pre = state.get(PRE_FILTER_KEY)
+    return pre.requests if pre is not None else pod.fit_requests
+
+
+def filter_node(
+    state: CycleState, pod: Pod, node_info: NodeInfo, ignored: frozenset[str], ignored_groups: frozenset[str]
+) -> Status | None:
+    missing = insufficient_resources(_requests(state, pod), node_info, ignored, ignored_groups)
+    if not missing:
+        return None
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
+    return Status(code, tuple(r for r, _ in missing), plugin=NAME)
+
+
+_KEYED_REASONS = ("Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
+
+
+def _status_of_key(key: int) -> Status:
+    """The Filter status of a filter_batch key (bit 0: too many pods; then per resource, lacking
+    and lacking even on an empty node)."""
+    reasons = ["Too many pods"] if key & 1 else []
+    unresolvable = False
+    for bit, reason in enumerate(_KEYED_REASONS):
+        if key >> (2 * bit + 1) & 1:
+            reasons.append(reason)
+            unresolvable = unresolvable or bool(key >> (2 * bit + 2) & 1)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(reasons), plugin=NAME)
+
+
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
+    requests = _requests(state, pod)
+    if any(requests.scalar.values()):
+        return None  # extended resources: the per-node form handles them
+    # One bit per (reason, unresolvable) in insufficient_resources' order: a row's key is the
+    # set of what it lacks, and each distinct set becomes one status.
+    keys: IntArray = (table.pod_count >= table.alloc_pods).astype(np.int64)
+    if not requests.is_zero():
+        for bit, (request, alloc, used) in enumerate(
+            (
+                (requests.milli_cpu, table.alloc_cpu, table.req_cpu),
+                (requests.memory, table.alloc_mem, table.req_mem),
+                (requests.ephemeral_storage, table.alloc_eph, table.req_eph),
+            )
+        ):
+            if request > 0:
+                lacking = request > alloc - used
+                keys |= lacking.astype(np.int64) << (2 * bit + 1)
+                keys |= (lacking & (request > alloc)).astype(np.int64) << (2 * bit + 2)
+    return FilterVerdicts.from_keys(keys, _status_of_key)
