@@ -374,14 +374,9 @@ def _named_rejection(plugin: str, status: Status) -> Status:
     return Status(Code.ERROR, (message,), status.error or FrameworkError(message), plugin)
 
 
-@dataclass(frozen=True, slots=True)
-class _FilterStep:
-    """One Filter plugin of a batch run, in profile order: its mask (None: runs per node) and,
-    when its batch form gave them, its verdicts with named statuses."""
-
-    plugin: FilterPlugin
-    mask: BoolArray | None
-    verdicts: FilterVerdicts | None
+# One Filter plugin of a batch run, in profile order: its mask (None: it runs per node) and, when
+# its batch form gave them, its verdicts. A plain tuple: a cycle builds one per plugin.
+_FilterStep = tuple[FilterPlugin, BoolArray | None, FilterVerdicts | None]
 
 
 class BatchFilter:
@@ -389,13 +384,12 @@ class BatchFilter:
     run per node, and each rejected row's status as kube's per-node loop would record it — the
     first plugin in profile order that rejects the row, with that plugin's reasons."""
 
-    def __init__(self, size: int, steps: list[_FilterStep]) -> None:
+    __slots__ = ("mask", "per_node", "steps")
+
+    def __init__(self, mask: BoolArray, per_node: list[FilterPlugin], steps: list[_FilterStep]) -> None:
+        self.mask = mask
+        self.per_node = per_node
         self.steps = steps
-        self.mask: BoolArray = np.ones(size, np.bool_)
-        for step in steps:
-            if step.mask is not None:
-                self.mask &= step.mask
-        self.per_node = [step.plugin for step in steps if step.mask is None]
 
     def rejections(
         self, state: CycleState, pod: Pod, infos: Sequence[NodeInfo], rows: Sequence[int]
@@ -404,31 +398,29 @@ class BatchFilter:
         a batch form disagreeing with its per-node form). Plugins without verdicts are asked per
         node, and only for the rows they are first to reject."""
         out: list[Status | None] = [None] * len(rows)
+        if not rows:
+            return out
         pending = np.ones(len(rows), np.bool_)
         at = np.asarray(rows, np.int64)
-        for step in self.steps:
-            if step.mask is None:
+        for plugin, mask, verdicts in self.steps:
+            if mask is None:
                 for i in np.flatnonzero(pending).tolist():
-                    status = _run_filter_plugin(step.plugin, state, pod, infos[rows[i]])
+                    status = _run_filter_plugin(plugin, state, pod, infos[rows[i]])
                     if status is not None:
                         out[i] = status
                         pending[i] = False
                 continue
-            hit = pending & ~step.mask[at]
+            hit = pending & ~mask[at]
             if not hit.any():
                 continue
             pending &= ~hit
             index = np.flatnonzero(hit)
-            if step.verdicts is None:
-                for i in index.tolist():
-                    out[i] = _run_filter_plugin(step.plugin, state, pod, infos[rows[i]])
-                continue
-            statuses = step.verdicts.statuses
-            for i, code in zip(index.tolist(), step.verdicts.codes[at[index]].tolist(), strict=True):
-                if code > 0:
-                    out[i] = statuses[code - 1]
+            explained = verdicts.statuses(at[index]) if verdicts is not None else [None] * len(index)
+            for i, status in zip(index.tolist(), explained, strict=True):
+                if status is None:
+                    out[i] = _run_filter_plugin(plugin, state, pod, infos[rows[i]])
                 else:
-                    out[i] = _run_filter_plugin(step.plugin, state, pod, infos[rows[i]])
+                    out[i] = _named_rejection(plugin.name, status)
             if not pending.any():
                 break
         return out
@@ -811,6 +803,8 @@ class Framework:
 
     def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BatchFilter:
         """Every batch-capable Filter plugin's answer for all rows; the others are left per node."""
+        mask: BoolArray = np.ones(table.size, np.bool_)
+        per_node: list[FilterPlugin] = []
         steps: list[_FilterStep] = []
         skip = state.skip_filter_plugins
         for plugin in self.filter_plugins:
@@ -820,15 +814,17 @@ class Framework:
             started = time.perf_counter()
             result = batch(state, pod, table) if batch is not None else None
             if result is None:
-                steps.append(_FilterStep(plugin, None, None))
+                per_node.append(plugin)
+                steps.append((plugin, None, None))
                 continue
             metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
             if isinstance(result, FilterVerdicts):
-                named = tuple(_named_rejection(plugin.name, status) for status in result.statuses)
-                steps.append(_FilterStep(plugin, result.passes, FilterVerdicts(result.codes, named)))
+                mask &= result.passes
+                steps.append((plugin, result.passes, result))
             else:
-                steps.append(_FilterStep(plugin, result, None))
-        return BatchFilter(table.size, steps)
+                mask &= result
+                steps.append((plugin, result, None))
+        return BatchFilter(mask, per_node, steps)
 
     def run_filter_plugins(
         self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo

@@ -9,7 +9,6 @@ changes — node changes are rare next to pod binds. Read-only for plugins.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -22,39 +21,55 @@ BoolArray = npt.NDArray[np.bool_]
 
 MAX_DERIVED = 4096
 
-# A row code of FilterVerdicts: rejected, with the status the plugin's per-node form gives.
+# A rejection key of FilterVerdicts: rejected, with the status the plugin's per-node form gives.
 PER_NODE = -1
 
 
-@dataclass(frozen=True, slots=True)
 class FilterVerdicts:
-    """A batch Filter's verdicts with their reasons, so the scheduler need not ask the per-node
-    form why a node was rejected: per row, 0 passes, k > 0 is rejected with statuses[k - 1], and
-    PER_NODE is rejected with whatever the per-node form says (rows a plugin does not describe in
-    arrays). A handful of statuses are shared by all the rows that fail the same way."""
+    """A batch Filter's verdicts, and why each rejected row failed, so the scheduler need not ask
+    the per-node form: `passes` per row; `keys_of(rows)` gives rejected rows a key each, any
+    positive key naming one way to fail, described by status_for(key), and PER_NODE leaving the
+    row to the per-node form (rows a plugin does not describe in arrays).
 
-    codes: IntArray
-    statuses: tuple[Status, ...]
+    Reasons are worked out only for the rejected rows the scheduler reaches, when it reaches them:
+    a cycle where every node passes pays for the mask alone. keys_of None: every rejected row
+    fails the one way status_for(1) describes.
+    """
+
+    # A plain class rather than a frozen dataclass: built by several plugins in every cycle, and
+    # a frozen dataclass's construction costs twice as much. Read-only by convention.
+    __slots__ = ("keys_of", "passes", "status_for")
+
+    def __init__(
+        self, passes: BoolArray, keys_of: Callable[[IntArray], IntArray] | None, status_for: Callable[[int], Status]
+    ) -> None:
+        self.passes = passes
+        self.keys_of = keys_of
+        self.status_for = status_for
 
     @classmethod
     def from_mask(cls, mask: BoolArray, status: Status) -> FilterVerdicts:
         """One reason for every rejected row."""
-        return cls((~mask).astype(np.int64), (status,))
+        return cls(mask, None, lambda _key: status)
 
     @classmethod
     def from_keys(cls, keys: IntArray, status_for: Callable[[int], Status]) -> FilterVerdicts:
-        """Per row a key: 0 passes, PER_NODE as above, any positive key names one way to fail,
-        described by status_for(key) once however many rows share it."""
-        distinct = np.unique(keys[keys > 0])
-        codes: IntArray = np.searchsorted(distinct, keys).astype(np.int64) + 1
-        codes[keys == 0] = 0
-        codes[keys < 0] = PER_NODE
-        return cls(codes, tuple(status_for(int(key)) for key in distinct.tolist()))
+        """Keys already worked out for every row (0 passes)."""
+        passes: BoolArray = keys == 0
+        return cls(passes, keys.__getitem__, status_for)
 
-    @property
-    def passes(self) -> BoolArray:
-        mask: BoolArray = self.codes == 0
-        return mask
+    def statuses(self, rows: IntArray) -> list[Status | None]:
+        """The statuses of these rejected rows (None: PER_NODE), one status per distinct key
+        however many rows share it."""
+        if self.keys_of is None:
+            return [self.status_for(1)] * len(rows)
+        described: dict[int, Status | None] = {PER_NODE: None}
+        out: list[Status | None] = []
+        for key in self.keys_of(rows).tolist():
+            if key not in described:
+                described[key] = self.status_for(key)
+            out.append(described[key])
+        return out
 
 
 _RESOURCE_COLUMNS = (
@@ -171,7 +186,7 @@ class NodeTable:
         self, key: Hashable, rejection: Callable[[Node], int], status_for: Callable[[int], Status]
     ) -> FilterVerdicts:
         """FilterVerdicts.from_keys over rejection(node) for every row (0 for a missing node),
-        cached like node_mask."""
+        cached like node_mask (mask included: pods alike share it)."""
         cache_key = ("verdicts", key)
         cached = self._derived.get(cache_key)
         if cached is not None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import SchedulerConfig, default_config, parse_config
-from scheduler.framework.table import PER_NODE, FilterVerdicts
+from scheduler.framework.table import FilterVerdicts
 from scheduler.framework.types import CycleState, Diagnosis, FitError, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
@@ -207,9 +207,10 @@ def agrees(result: Any, expected: list[Status | None], plugin: str) -> bool:
     rejected or not for a bare mask and for rows it defers to the per-node form."""
     if not isinstance(result, FilterVerdicts):
         return bool(result.tolist() == [s is None for s in expected])
+    explained = iter(result.statuses(np.flatnonzero(~result.passes)))
     got = [
-        None if code == 0 else False if code == PER_NODE else described(result.statuses[code - 1], "")
-        for code in result.codes.tolist()
+        None if ok else False if (status := next(explained)) is None else described(status, "")
+        for ok in result.passes.tolist()
     ]
     want = [False if g is False and s else described(s, plugin) for g, s in zip(got, expected, strict=True)]
     return got == want
@@ -619,3 +620,59 @@ MIGRATED = {"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", 
 
 def _not_called(*args: Any) -> None:
     raise AssertionError("a per-node Filter ran for a node its batch verdicts already explained")
+
+
+def test_batch_path_works_out_reasons_only_for_the_rejected_rows_it_reaches() -> None:
+    """The common cycle, every node feasible, pays for the masks alone: no batch form is asked
+    why a row failed. With rejections, each plugin is asked once, about the rows it is first to
+    reject among those the round-robin order reached."""
+    nodes = [
+        {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": {}},
+            "spec": {"taints": [TAINTS[0]] if i in (1, 2) else []},
+            "status": {"allocatable": {"cpu": "1" if i in (2, 3) else "4", "memory": "4Gi", "pods": "110"}},
+        }
+        for i in range(6)
+    ]
+    sched = load(nodes, [])
+    fw = sched.frameworks[NAME]
+    asked: list[tuple[str, list[int]]] = []
+    for plugin in fw.filter_plugins:
+        batch = getattr(plugin, "filter_batch", None)
+        if batch is None:
+            continue
+
+        def recording(state: CycleState, pod: Pod, table: Any, batch: Any = batch, name: str = plugin.name) -> Any:
+            result = batch(state, pod, table)
+            if isinstance(result, FilterVerdicts) and result.keys_of is not None:
+                keys_of = result.keys_of
+
+                def keys(rows: Any) -> Any:
+                    asked.append((name, rows.tolist()))
+                    return keys_of(rows)
+
+                result.keys_of = keys
+            return result
+
+        plugin.filter_batch = recording  # type: ignore[attr-defined]
+
+    def find(cpu: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        raw = {
+            "metadata": {"name": f"p{cpu}", "namespace": "default", "uid": f"p{cpu}"},
+            "spec": {"schedulerName": NAME, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        }
+        pod = Pod.from_raw(raw)
+        sched.next_start_node_index = 0
+        state = CycleState()
+        assert fw.run_pre_filter(state, Pod.from_raw(raw), sched.snapshot.list())[1] is None
+        _, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
+        return {k: (v.plugin, v.reasons) for k, v in diagnosis.node_to_status.items()}
+
+    # n1 and n2 carry a taint no pod tolerates: TaintToleration's one reason needs no keys.
+    assert find("100m") == {n: ("TaintToleration", ("node(s) had untolerated taint(s)",)) for n in ("n1", "n2")}
+    assert asked == []
+    sched.cache.update_snapshot(sched.snapshot)
+    rejected = find("2")
+    assert rejected["n3"] == ("NodeResourcesFit", ("Insufficient cpu",))
+    # n2 lacks cpu too, but TaintToleration rejects it first: NodeResourcesFit is asked about n3 only.
+    assert asked == [("NodeResourcesFit", [3])]

@@ -80,8 +80,7 @@ def run_filter(plugin: fit.NodeResourcesFit, pod: Pod, info: NodeInfo) -> Status
     table = snapshot(info).table
     batch = plugin.filter_batch(state, pod, table)
     if batch is not None:
-        code = int(batch.codes[0])
-        assert (batch.statuses[code - 1] if code else None) == verdict
+        assert (None if batch.passes[0] else batch.statuses(np.zeros(1, np.int64))[0]) == verdict
     return verdict
 
 
