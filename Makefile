@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all install lock controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test image-lock agreement readme
+.PHONY: all install lock controlplane lint typecheck test test-unit test-cluster demo bench bench-own clean deploy image-test image-lock agreement readme gotemplate-golden
 
 all: test
 
@@ -84,6 +84,11 @@ BENCH_ARGS ?= --label performance
 bench: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"
 	$(PY) -m harness.bench upstream $(BENCH_ARGS)
+
+# Go's own renderings of upstream's scheduler_perf templates, which tests/unit/test_gotemplate.py holds
+# harness/bench/gotemplate.py to; rerun when K8S_VERSION moves (needs Go).
+gotemplate-golden: $(STAMP)
+	$(PY) -m harness.bench.gotemplate_golden
 
 bench-own: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null && [ -x $(VENV)/bin/py-spy ] || $(PY) -m pip install -q -e ".[dev,bench]"

@@ -13,13 +13,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes import client as k8s_client
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.controlplane import ControlPlane, free_ports
@@ -123,23 +125,46 @@ def metrics_text(port: int) -> str:
 
 
 def metric_value(port: int, sample_name: str, **labels: str) -> float:
-    """Sum of the samples called `sample_name` whose labels include `labels`.
+    """Sum of the samples called `sample_name` on a scheduler's /metrics whose labels include `labels`.
 
     A name no sample carries is an error, not a zero: a metric the scheduler does not export (or a
     typo) must fail the test. A labelled child not created yet counts 0, as PromQL's sum would.
     """
-    total = 0.0
-    seen = False
-    for family in text_string_to_metric_families(metrics_text(port)):
-        for sample in family.samples:
-            if sample.name != sample_name:
-                continue
-            seen = True
-            if all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    if not seen:
+    families = list(text_string_to_metric_families(metrics_text(port)))
+    if not any(sample.name == sample_name for family in families for sample in family.samples):
         raise AssertionError(f"/metrics on port {port} has no sample named {sample_name}")
-    return total
+    return _sum_matching(families, sample_name, labels)
+
+
+def registry_value(registry: CollectorRegistry, sample_name: str, **labels: str) -> float:
+    """The same sum over an in-process registry (unit tests).
+
+    A name no registered family can carry fails the test; a registered family with no child yet
+    (nothing observed so far) counts 0, since a collected registry shows no samples for it.
+    """
+    families = list(registry.collect())
+    if not any(_family_carries(family, sample_name) for family in families):
+        raise AssertionError(f"the registry has no metric family with samples named {sample_name}")
+    return _sum_matching(families, sample_name, labels)
+
+
+_SAMPLE_SUFFIXES = ("", "_total", "_created", "_count", "_sum", "_bucket", "_gcount", "_gsum", "_info")
+
+
+def _family_carries(family: Metric, sample_name: str) -> bool:
+    return any(sample_name == family.name + suffix for suffix in _SAMPLE_SUFFIXES)
+
+
+def _sum_matching(families: Iterable[Metric], sample_name: str, labels: Mapping[str, str]) -> float:
+    return sum(
+        (
+            sample.value
+            for family in families
+            for sample in family.samples
+            if sample.name == sample_name and all(sample.labels.get(k) == v for k, v in labels.items())
+        ),
+        0.0,
+    )
 
 
 def wait_for(

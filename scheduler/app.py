@@ -46,6 +46,7 @@ from scheduler.config import (
     load_config,
     validate_leader_election,
 )
+from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
 from scheduler.framework.volumes import (
@@ -88,6 +89,7 @@ class Options:
     kube_api_qps: float | None = None
     kube_api_burst: int | None = None
     kube_api_content_type: str | None = None
+    feature_gates: FeatureGates = DEFAULT_FEATURE_GATES
 
 
 # Watched for PodTopologySpread's system default constraints (their selectors spread pods).
@@ -122,9 +124,12 @@ def full_registry() -> Registry:
 
 
 def load_scheduler_config(options: Options) -> SchedulerConfig:
+    """The file (or the defaults) with the command line's feature gates, which no file carries."""
     if options.config:
-        return load_config(options.config, options.scheduler_name)
-    return default_config(options.scheduler_name)
+        config = load_config(options.config, options.scheduler_name)
+    else:
+        config = default_config(options.scheduler_name)
+    return dataclasses.replace(config, feature_gates=options.feature_gates)
 
 
 def leader_election_config(options: Options, config: SchedulerConfig) -> LeaderElectionConfig:
@@ -175,7 +180,7 @@ def build_scheduler(
     Events go through `event_client` when given (kube-scheduler too has a client of its own for
     events), else through `client`.
     """
-    handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces))
+    handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces), feature_gates=config.feature_gates)
     frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
     queue = PriorityQueue(
         {name: QueueProfile(fw.less, fw.run_pre_enqueue, fw.events) for name, fw in frameworks.items()},
@@ -370,7 +375,10 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         profiles=[p.scheduler_name for p in config.profiles],
         server=connection.host,
         metrics_port=options.metrics_port,
+        feature_gates=config.feature_gates.flag(),
     )
+    for message, gate, value in config.feature_gates.warnings():
+        log.warning(message, featureGate=gate, value=value)
     tasks: list[asyncio.Task[Any]] = []
     pods = Reflector(client, POD_COLLECTION, informers.on_pod)
     nodes = Reflector(client, "/api/v1/nodes", informers.on_node)

@@ -14,6 +14,7 @@ from scheduler.api.client import ApiError
 from scheduler.api.http import KubeconfigError
 from scheduler.api.leaderelection import LeadershipLost
 from scheduler.config import ConfigError, parse_duration
+from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGateError, FeatureGates, parse_feature_gates
 
 
 def _duration(value: str) -> float:
@@ -26,6 +27,27 @@ def _duration(value: str) -> float:
         return parse_duration(value, "duration")
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+FEATURE_GATES_HELP = (
+    "A set of key=value pairs that describe feature gates for alpha/experimental features, as "
+    "kube-scheduler's flag (e.g. GenericWorkload=true); v1.37.2's defaults for the rest"
+)
+
+
+def _feature_gates_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--feature-gates", default="", metavar="KEY=BOOL,...", help=FEATURE_GATES_HELP)
+
+
+def _feature_gates(value: str) -> FeatureGates:
+    """Parsed gates; a refused value is reported as pflag reports a bad flag value, then exit 2."""
+    if not value:
+        return DEFAULT_FEATURE_GATES
+    try:
+        return parse_feature_gates(value)
+    except FeatureGateError as exc:
+        print(f'secondary-scheduler: invalid argument "{value}" for "--feature-gates" flag: {exc}', file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--tls-cert-file", help="serving certificate (default: self-signed, made at start)")
     run.add_argument("--tls-private-key-file", help="key of --tls-cert-file")
+    _feature_gates_argument(run)
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="json", choices=["json", "console"])
     run.add_argument("--batch-window", type=float, default=0.01, help="kopf batching window in seconds")
@@ -90,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     explain.add_argument("--config", help="KubeSchedulerConfiguration file the scheduler runs with")
     explain.add_argument("--scheduler-name", default="secondary-scheduler")
+    _feature_gates_argument(explain)
     explain.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     explain.add_argument("--log-format", default="console", choices=["json", "console"])
     return parser
@@ -109,6 +133,7 @@ def _fail(exc: ConfigError | KubeconfigError | ApiError, api_prefix: str = "") -
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    feature_gates = _feature_gates(args.feature_gates)
     logs.configure(args.log_level, json_output=args.log_format == "json")
     if args.command == "explain":
         from scheduler import explain
@@ -118,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(
                 explain.run(
-                    Options(kubeconfig=args.kubeconfig, config=args.config, scheduler_name=args.scheduler_name),
+                    Options(
+                        kubeconfig=args.kubeconfig,
+                        config=args.config,
+                        scheduler_name=args.scheduler_name,
+                        feature_gates=feature_gates,
+                    ),
                     namespace or args.namespace,
                     name,
                 )
@@ -150,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
             kube_api_content_type=args.kube_api_content_type,
+            feature_gates=feature_gates,
         )
 
         async def main_async() -> None:

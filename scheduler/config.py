@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
 from scheduler.framework.runtime import EXTENSION_POINTS
 from scheduler.model.durations import go_duration, parse_go_duration
 
@@ -114,6 +115,8 @@ class SchedulerConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
+    # From --feature-gates (kube-scheduler's configuration file has no field for them).
+    feature_gates: FeatureGates = DEFAULT_FEATURE_GATES
 
     def profile(self, name: str) -> ProfileConfig:
         for p in self.profiles:

@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from harness.bench.gotemplate import Template, TemplateError
 from harness.controlplane import pinned_versions
 
 SUPPORTED_OPCODES = frozenset(
@@ -36,6 +37,7 @@ SUPPORTED_OPCODES = frozenset(
         "createPods",
         "createPodSets",
         "createAny",
+        "updateAny",
         "barrier",
         "sleep",
         "churn",
@@ -55,7 +57,18 @@ KIND_PATHS: Mapping[str, tuple[str, bool]] = {
     "PersistentVolumeClaim": ("/api/v1/namespaces/{namespace}/persistentvolumeclaims", True),
     "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
     "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
+    "ConfigMap": ("/api/v1/namespaces/{namespace}/configmaps", True),
+    "Secret": ("/api/v1/namespaces/{namespace}/secrets", True),
+    "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", True),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", True),
+    "DeviceTaintRule": ("/apis/resource.k8s.io/v1/devicetaintrules", False),
 }
+
+
+# Objects only a scheduler with DynamicResources can act on.
+DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
 
 class UpstreamError(RuntimeError):
@@ -90,8 +103,14 @@ class TestCase:
     workloads: list[UpstreamWorkload] = field(default_factory=list, compare=False, hash=False)
 
     def path(self, relative: str) -> Path:
-        """A template path as the config file gives it (relative to the config file's folder)."""
-        return (self.config_file.parent / relative).resolve()
+        """A template path as the config file gives it (relative to the config file's folder); for a
+        config outside upstream's tree, a path missing there is looked up in upstream's tree as if
+        the config sat in one of its folders (`../templates/x.yaml` → scheduler_perf/templates/x.yaml)."""
+        local = (self.config_file.parent / relative).resolve()
+        if local.exists():
+            return local
+        upstream = (perf_root() / "misc" / relative).resolve()
+        return upstream if upstream.exists() else local
 
 
 def perf_root(version: str | None = None) -> Path:
@@ -139,9 +158,10 @@ def _as_threshold(raw: Any) -> float | None:
     return None if raw is None else float(raw)
 
 
-def load_test_cases(root: Path) -> list[TestCase]:
+def load_test_cases(root: Path, pattern: str = "*/performance-config.yaml") -> list[TestCase]:
+    """Every test case of the scheduler_perf-format config files under `root` matching `pattern`."""
     cases: list[TestCase] = []
-    for config_file in sorted(root.glob("*/performance-config.yaml")):
+    for config_file in sorted(root.glob(pattern)):
         try:
             documents = yaml.safe_load(config_file.read_text()) or []
         except yaml.YAMLError as err:
@@ -173,6 +193,33 @@ def load_test_cases(root: Path) -> list[TestCase]:
 @functools.cache
 def upstream_workloads() -> tuple[UpstreamWorkload, ...]:
     return tuple(w for case in load_test_cases(perf_root()) for w in case.workloads)
+
+
+def user_workloads(directory: Path) -> tuple[UpstreamWorkload, ...]:
+    """The workloads of an operator's own scheduler_perf-format configs (every *.yaml directly in
+    `directory` or one level below holding a list of test cases). Template paths resolve next to
+    the config file first, then in upstream's scheduler_perf tree as if the config sat in one of
+    its folders, so `../templates/node-default.yaml` reaches upstream's template unchanged."""
+    if not directory.is_dir():
+        raise UpstreamError(f"--config-dir {directory}: not a directory")
+    cases = [
+        case
+        for pattern in ("*.yaml", "*/*.yaml")
+        for config in sorted(directory.glob(pattern))
+        if _is_config(config)
+        for case in load_test_cases(config.parent, config.name)
+    ]
+    if not cases:
+        raise UpstreamError(f"--config-dir {directory}: no scheduler_perf-format config (a YAML list of test cases)")
+    return tuple(w for case in cases for w in case.workloads)
+
+
+def _is_config(path: Path) -> bool:
+    try:
+        documents = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        return False
+    return isinstance(documents, list) and all(isinstance(d, dict) and "workloadTemplate" in d for d in documents)
 
 
 def select(
@@ -207,6 +254,23 @@ def resolve_count(op: Mapping[str, Any], params: Mapping[str, Any], key: str = "
     if multiplier:
         count *= int(params[str(multiplier).removeprefix("$")])
     return count
+
+
+def resolve_template_params(template_params: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """An op's templateParams with `$name` (or `$name|default`, the default read as YAML) taken from
+    the workload's parameters, as scheduler_perf's resolveTemplateParams does."""
+    resolved = dict(template_params)
+    for key, value in template_params.items():
+        if not (isinstance(value, str) and value.startswith("$")):
+            continue
+        name, bar, default = value[1:].partition("|")
+        if name in params:
+            resolved[key] = params[name]
+        elif bar:
+            resolved[key] = yaml.safe_load(default) if default else None
+        else:
+            raise UpstreamError(f"template parameter {key}: parameter {name!r} not found")
+    return resolved
 
 
 def scaled(count: int, scale: float) -> int:
@@ -253,8 +317,6 @@ def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | Non
             return f"uses opcode {opcode}, which this harness does not run"
         if op.get("steadyState") or op.get("steadyStateParam"):
             return "creates pods in steady state, which this harness does not do"
-        if opcode == "barrier" and op.get("labelSelector"):
-            return "has a barrier with a label selector, which this harness does not do"
         volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
         if volumes and "VolumeBinding" not in available:
             return "needs volume binding (VolumeBinding), which ours does not have yet"
@@ -263,17 +325,25 @@ def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | Non
         for template in _templates_of(op, case):
             path = case.path(template)
             text = path.read_text()
-            if "{{" in text:
-                return f"template {path.name} is a Go template, which this harness does not render"
-            if ("resourceClaim" in text or "ResourceClaim" in text) and "DynamicResources" not in available:
+            try:
+                Template(text, path.name)
+            except TemplateError as err:
+                return f"template {path.name} cannot be rendered here: {err}"
+            devices = "resourceClaim" in text or _kind_of(text) in DRA_KINDS
+            if devices and "DynamicResources" not in available:
                 return "needs dynamic resource allocation (DynamicResources), which ours does not have"
             prioritised = "priorityClassName" in text or "priority:" in text
             if prioritised and "DefaultPreemption" not in available:
                 return "needs preemption (DefaultPreemption), which ours does not have yet"
-            kind = (yaml.safe_load(text) or {}).get("kind", "")
-            if opcode in ("createAny", "churn") and kind not in KIND_PATHS:
+            kind = _kind_of(text)
+            if opcode in ("createAny", "updateAny", "churn") and kind not in KIND_PATHS:
                 return f"creates {kind} objects, which this harness does not"
     return None
+
+
+def _kind_of(text: str) -> str:
+    match = re.search(r"^kind:\s*(\w+)", text, re.M)
+    return match.group(1) if match else ""
 
 
 def schedulable(workloads: Iterable[UpstreamWorkload], plugins: Iterable[str]) -> list[tuple[UpstreamWorkload, str]]:

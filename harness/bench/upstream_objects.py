@@ -32,13 +32,16 @@ Raw = dict[str, Any]
 
 
 def named_nodes(template: Mapping[str, Any], count: int, rng: random.Random) -> list[Raw]:
-    """`count` nodes from `template`, each named as upstream's node preparer names it (its own
-    name, else generateName plus five random characters, drawn again on a clash as upstream's
-    create retry does) and labelled kubernetes.io/hostname=<name>."""
-    nodes: list[Raw] = []
+    """`count` nodes from one `template`; see name_nodes."""
+    return name_nodes([copy.deepcopy(dict(template)) for _ in range(count)], rng)
+
+
+def name_nodes(nodes: list[Raw], rng: random.Random) -> list[Raw]:
+    """Each node named as upstream's node preparer names it (its own name, else generateName plus
+    five random characters, drawn again on a clash as upstream's create retry does) and labelled
+    kubernetes.io/hostname=<name>; the nodes are changed in place and returned."""
     taken: set[str] = set()
-    for _ in range(count):
-        node = copy.deepcopy(dict(template))
+    for node in nodes:
         meta = node.setdefault("metadata", {})
         name = meta.get("name") or ""
         while not name or (not meta.get("name") and name in taken):
@@ -47,7 +50,6 @@ def named_nodes(template: Mapping[str, Any], count: int, rng: random.Random) -> 
         meta["name"] = name
         meta.pop("generateName", None)
         meta.setdefault("labels", {})[HOSTNAME_LABEL] = name
-        nodes.append(node)
     return nodes
 
 

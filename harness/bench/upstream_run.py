@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from harness.bench import report
+from harness.bench.gotemplate import Template, is_template
 from harness.bench.rawapi import RawApi, run_concurrently
 from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
 from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
@@ -44,18 +45,20 @@ from harness.bench.upstream import (
     UpstreamError,
     UpstreamWorkload,
     resolve_count,
+    resolve_template_params,
     scaled,
     select,
     skip_reason,
     throughput_summary,
     upstream_throughput,
     upstream_workloads,
+    user_workloads,
 )
 from harness.bench.upstream_objects import (
     allocatable_patch,
     bound,
     csi_node,
-    named_nodes,
+    name_nodes,
     node_strategy,
     pod_with_volume,
     strategy_labels,
@@ -65,6 +68,8 @@ from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 from plugins.registry import IN_TREE
 
 CREATORS = 32
+# libyaml's loader when PyYAML has it: a Go template is parsed once per object it makes.
+YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 # Where the control-plane and scheduler logs of a failed workload run are kept (its work dir is not).
 FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
@@ -105,6 +110,7 @@ OPCODE_METHODS = {
     "createPods": "create_pods",
     "createPodSets": "create_pod_sets",
     "createAny": "create_any",
+    "updateAny": "update_any",
     "barrier": "barrier",
     "sleep": "sleep",
     "churn": "churn",
@@ -144,6 +150,7 @@ class PodTracker:
     """Every pod's node (from one cluster-wide watch), per namespace, and when each got one."""
 
     nodes: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    labels: dict[str, dict[str, Mapping[str, str]]] = field(default_factory=lambda: defaultdict(dict))
     attempted: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     collectors: list[Collector] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -153,12 +160,14 @@ class PodTracker:
         namespace, name = meta["namespace"], meta["name"]
         if kind == "DELETED":
             self.nodes[namespace].pop(name, None)
+            self.labels[namespace].pop(name, None)
             self.attempted[namespace].discard(name)
             self.changed.set()
             return
         node = pod["spec"].get("nodeName") or ""
         was = self.nodes[namespace].get(name, "")
         self.nodes[namespace][name] = node
+        self.labels[namespace][name] = meta.get("labels") or {}
         conditions = (pod.get("status") or {}).get("conditions") or ()
         if node or any(c.get("type") == "PodScheduled" for c in conditions):
             self.attempted[namespace].add(name)
@@ -168,8 +177,15 @@ class PodTracker:
                     collector.scheduled_at.append(arrived)
         self.changed.set()
 
-    def scheduled(self, namespace: str) -> int:
-        return sum(1 for node in self.nodes[namespace].values() if node)
+    def scheduled(self, namespace: str, selector: Mapping[str, str] | None = None) -> int:
+        labels = self.labels[namespace]
+        return sum(
+            1 for name, node in self.nodes[namespace].items() if node and _labels_match(labels.get(name, {}), selector)
+        )
+
+    def attempted_count(self, namespace: str, selector: Mapping[str, str] | None = None) -> int:
+        labels = self.labels[namespace]
+        return sum(1 for name in self.attempted[namespace] if _labels_match(labels.get(name, {}), selector))
 
     async def wait(self, ready: Any, seconds: float, what: str) -> None:
         deadline = time.monotonic() + seconds
@@ -211,6 +227,7 @@ class Executor:
         self.phases: list[dict[str, Any]] = []
         self._current: Collector | None = None
         self.rng = random.Random()  # node names, as upstream's random suffixes
+        self._sources: dict[Path, Template | dict[str, Any]] = {}
 
     # ---------------------------------------------------------------- helpers
 
@@ -219,8 +236,29 @@ class Executor:
         return scaled(value, self.scale) if op.get(f"{key}Param") else value
 
     def template(self, relative: str) -> dict[str, Any]:
-        loaded: dict[str, Any] = yaml.safe_load(self.case.path(relative).read_text())
+        """A file read as plain YAML, where upstream reads it so (churn, namespaces, volumes)."""
+        loaded: dict[str, Any] = yaml.load(self.case.path(relative).read_text(), Loader=YAML_LOADER)
         return loaded
+
+    def _source(self, relative: str) -> Template | dict[str, Any]:
+        path = self.case.path(relative)
+        if path not in self._sources:
+            text = path.read_text()
+            self._sources[path] = Template(text, path.name) if is_template(text) else yaml.load(text, YAML_LOADER)
+        return self._sources[path]
+
+    def objects(self, relative: str, count: int, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """`count` objects from a template as scheduler_perf makes them: a Go template rendered once
+        per object with the op's templateParams plus Index and Count, a plain file shared by all."""
+        source = self._source(relative)
+        if isinstance(source, dict):
+            return [source] * count
+        resolved = resolve_template_params(params or {}, self.workload.params)
+        made: list[dict[str, Any]] = []
+        for index in range(count):
+            text = source.render({**resolved, "Index": index, "Count": count})
+            made.append(yaml.load(text, Loader=YAML_LOADER))
+        return made
 
     def signature_batch_size(self, op: Mapping[str, Any]) -> int:
         """createPods' signatureBatchSize (or its parameter); upstream's default is 1, a label per pod."""
@@ -315,9 +353,11 @@ class Executor:
                     await task
 
     async def op_create_nodes(self, _index: int, op: Mapping[str, Any]) -> None:
-        template = self.template(op.get("nodeTemplatePath") or DEFAULT_NODE_TEMPLATE)
         strategy = node_strategy(op)
-        nodes = named_nodes(template, self.count(op), self.rng)
+        made = self.objects(
+            op.get("nodeTemplatePath") or DEFAULT_NODE_TEMPLATE, self.count(op), op.get("templateParams")
+        )
+        nodes = name_nodes([copy.deepcopy(node) for node in made], self.rng)
         for i, node in enumerate(nodes):
             # Upstream patches these labels on after creating the node; the node ends up the same.
             node["metadata"]["labels"].update(strategy_labels(strategy, i))
@@ -350,18 +390,21 @@ class Executor:
         namespace = op.get("namespace") or f"namespace-{index}"
         await self.ensure_namespace(namespace)
         path = op.get("podTemplatePath") or self.case.default_pod_template
-        template = self.template(path) if path else BASE_POD
         count = self.count(op)
+        made = self.objects(path, count, op.get("templateParams")) if path else [BASE_POD] * count
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)
-        manifest = self.pod_manifest(template)
+        if all(pod is made[0] for pod in made):
+            manifests = [self.pod_manifest(made[0])] * count if made else []
+        else:
+            manifests = [self.pod_manifest(pod) for pod in made]
         # Pods from a template carry upstream's `signature` label, one value per batch of pods.
         batch = self.signature_batch_size(op) if path else None
         if op.get("persistentVolumeClaimTemplatePath"):
-            await self.create_pods_with_volumes(op, namespace, manifest, count, batch)
+            await self.create_pods_with_volumes(op, namespace, manifests, batch)
         else:
             # Upstream's templates use generateName: one body makes `count` distinct pods.
-            bodies = [manifest] * count if batch is None else [with_signature(manifest, i, batch) for i in range(count)]
+            bodies = manifests if batch is None else [with_signature(m, i, batch) for i, m in enumerate(manifests)]
             await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", bodies, CREATORS)
         if op.get("skipWaitToCompletion"):
             self.expected[namespace] = self.expected.get(namespace, 0) + count
@@ -375,7 +418,7 @@ class Executor:
             self.stop_collecting()
 
     async def create_pods_with_volumes(
-        self, op: Mapping[str, Any], namespace: str, pod: Mapping[str, Any], count: int, batch: int | None
+        self, op: Mapping[str, Any], namespace: str, pods: Sequence[Mapping[str, Any]], batch: int | None
     ) -> None:
         """Per pod, in upstream's order: the claim, its status Bound, the PV pre-bound to it, its
         status Bound, then the pod using the claim (CreatePodWithPersistentVolume)."""
@@ -391,13 +434,14 @@ class Executor:
                 raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
 
         async def create_one(index: int) -> None:
+            pod = pods[index]
             signed = pod if batch is None else with_signature(pod, index, batch)
             pv, pvc, manifest = pod_with_volume(pv_template, pvc_template, signed, namespace, index)
             await set_bound(claims, await self.api.create(claims, pvc))
             await set_bound(volumes, await self.api.create(volumes, pv))
             await self.api.create(f"/api/v1/namespaces/{namespace}/pods", manifest)
 
-        await run_concurrently(count, CREATORS, create_one)
+        await run_concurrently(len(pods), CREATORS, create_one)
 
     async def op_create_pod_sets(self, index: int, op: Mapping[str, Any]) -> None:
         inner = dict(op["createPodsOp"])
@@ -405,21 +449,44 @@ class Executor:
             await self.op_create_pods(index, {**inner, "namespace": f"{op['namespacePrefix']}-{i}"})
 
     async def op_create_any(self, index: int, op: Mapping[str, Any]) -> None:
-        template = self.template(op["templatePath"])
         namespace = op.get("namespace") or f"namespace-{index}"
-        if KIND_PATHS[template.get("kind", "")][1]:
-            await self.ensure_namespace(namespace)
         count = self.count(op) if (op.get("count") is not None or op.get("countParam")) else 1
-        manifest = self.pod_manifest(template) if template.get("kind") == "Pod" else template
-        await self.api.create_all(self.path_of(template, namespace), [manifest] * count, CREATORS)
+        made = self.objects(op["templatePath"], count, op.get("templateParams"))
+        if not made:
+            return
+        if KIND_PATHS[made[0].get("kind", "")][1]:
+            await self.ensure_namespace(namespace)
+        manifests = [self.pod_manifest(m) if m.get("kind") == "Pod" else m for m in made]
+        await self.api.create_all(self.path_of(made[0], namespace), manifests, CREATORS)
+
+    async def op_update_any(self, index: int, op: Mapping[str, Any]) -> None:
+        """updateAny: each rendered object PUT as it is (no resourceVersion: an unconditional
+        update), then its status, at updatePerSecond when set — as scheduler_perf's update.go."""
+        namespace = op.get("namespace") or ""
+        count = self.count(op) if (op.get("count") is not None or op.get("countParam")) else 1
+        per_second = int(op.get("updatePerSecond") or 0)
+        subresource = "/".join(op.get("subresources") or ())
+        for obj in self.objects(op["templatePath"], count, op.get("templateParams")):
+            if per_second:
+                await asyncio.sleep(1 / per_second)
+            path = f"{self.path_of(obj, namespace)}/{obj['metadata']['name']}"
+            for target in (f"{path}/{subresource}" if subresource else path, f"{path}/status"):
+                status, body = await self.api.request("PUT", target + "?fieldValidation=Strict", obj)
+                if status != 200:
+                    raise UpstreamError(f"updateAny PUT {target}: HTTP {status}: {body}")
 
     async def op_barrier(self, _index: int, op: Mapping[str, Any]) -> None:
         namespaces = list(op.get("namespaces") or self.expected)
         attempted = op.get("stageRequirement") == "Attempted"
+        selector = op.get("labelSelector")
 
         def done() -> bool:
             for namespace in namespaces:
-                have = len(self.pods.attempted[namespace]) if attempted else self.pods.scheduled(namespace)
+                have = (
+                    self.pods.attempted_count(namespace, selector)
+                    if attempted
+                    else self.pods.scheduled(namespace, selector)
+                )
                 if have < self.expected.get(namespace, 0):
                     return False
             return True
@@ -691,6 +758,18 @@ def markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _resumable(path: Path, results: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The rows of an earlier run in the same folder that finished without error, when it measured the
+    same thing (scale, Kubernetes version); a row of another commit is kept and says its commit."""
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    for key in ("scale", "kubernetes"):
+        if earlier.get(key) != results[key]:
+            raise UpstreamError(f"--resume: {path} has {key} {earlier.get(key)}, this run {results[key]}")
+    return {(row["workload"], row["scheduler"]): row for row in earlier.get("runs") or () if not row.get("error")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness.bench upstream",
@@ -720,6 +799,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ours and kube-scheduler",
     )
     parser.add_argument("--scaling-nodes", default=",".join(map(str, SCALING_NODES)), help="node counts of --scaling")
+    parser.add_argument(
+        "--config-dir",
+        type=Path,
+        help="run the scheduler_perf-format configs in this directory (your own workload shapes) instead of "
+        "upstream's; template paths missing there resolve in upstream's scheduler_perf tree",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows of an interrupted run in the same results folder and run only the rest "
+        "(a workload that errored is run again)",
+    )
     args = parser.parse_args(argv)
     scale = 1.0 if args.full or args.scaling else args.scale
     try:
@@ -730,7 +821,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 at_nodes(workload, nodes) for workload in select(upstream_workloads(), cases, []) for nodes in sizes
             ]
         else:
-            chosen = select(upstream_workloads(), [c for c in args.cases.split(",") if c], args.label)
+            pool = user_workloads(args.config_dir) if args.config_dir else upstream_workloads()
+            chosen = select(pool, [c for c in args.cases.split(",") if c], args.label)
     except UpstreamError as err:
         parser.error(str(err))
     known = {kind.key: kind for kind in SCHEDULERS}
@@ -743,7 +835,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds[position:position] = variants
     if args.scaling:
         kinds = [kind for kind in kinds if kind.key != "null"]
-    ours = [module.NAME for module in IN_TREE]
+    # A stand-in plugin (one that refuses what it does not implement) does not count as having it.
+    ours = [module.NAME for module in IN_TREE if not getattr(module, "STAND_IN", False)]
     runnable, skipped = [], []
     for workload in chosen:
         reason = skip_reason(workload, ours)
@@ -768,10 +861,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "skipped": skipped,
     }
     kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
+    if args.config_dir:
+        kind_name = f"{args.config_dir.resolve().name}-{kind_name}"
     out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
     out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        done = _resumable(out_dir / "results.json", results) if args.resume else {}
+    except UpstreamError as err:
+        parser.error(str(err))
+    results["runs"] = list(done.values())
     for workload in runnable:
         for kind in kinds:
+            if (workload.key, kind.key) in done:
+                print(f"{workload.key} / {kind.title}: kept from the interrupted run", flush=True)
+                continue
             print(f"{workload.key} / {kind.title} (scale {scale})", flush=True)
             profile = (
                 out_dir / f"profile-{workload.key.replace('/', '_')}.txt"
@@ -794,6 +897,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
             results["runs"].append(row)
+            # Written after every row: an interrupted unattended run keeps what it measured (--resume).
+            (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(results)
     if args.scaling:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from scheduler.features import FeatureGates
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -121,6 +122,11 @@ class Handle(Protocol):
     def volumes(self) -> VolumeLister: ...
     @property
     def client(self) -> ApiClient: ...
+    @property
+    def feature_gates(self) -> FeatureGates:
+        """The gates in force (kube's feature.Features handed to plugin factories)."""
+        ...
+
     @property
     def nominator(self) -> PodNominator: ...
     @property

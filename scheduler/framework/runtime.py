@@ -22,6 +22,7 @@ import numpy as np
 import structlog
 
 from scheduler import metrics
+from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
@@ -254,8 +255,10 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
     ) -> None:
         self._client = client
+        self._feature_gates = feature_gates
         self._volumes = volumes if volumes is not None else VolumeStore()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
@@ -300,6 +303,10 @@ class FrameworkHandle:
     @property
     def client(self) -> ApiClient:
         return self._client
+
+    @property
+    def feature_gates(self) -> FeatureGates:
+        return self._feature_gates
 
     @property
     def namespaces(self) -> NamespaceLister:

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from harness.controlplane import ControlPlane
-from harness.workload import api_pod, metrics_text, running_scheduler, wait_for
+from harness.workload import api_pod, metrics_text, registry_value, running_scheduler, wait_for
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
@@ -256,7 +256,7 @@ async def test_rest_client_metrics_per_request_against_the_apiserver(control_pla
     missing = f"/api/v1/namespaces/default/pods/absent-{uuid.uuid4().hex[:8]}"
 
     def value(name: str, **labels: str) -> float:
-        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+        return registry_value(metrics.REGISTRY, name, **labels)
 
     before = value("rest_client_requests_total", code="404", method="GET", host=host)
     sizes = value("rest_client_response_size_bytes_sum", verb="GET", host=host)

@@ -131,12 +131,12 @@ def test_node_allocatable_strategy_of_the_migrated_case() -> None:
     assert allocatable_patch(node, {"nodeAllocatable": {"cpu": "4"}}) is None
 
 
-def test_volume_cases_run_and_event_handling_pod_delete_says_what_stops_it() -> None:
-    for case in ("SchedulingInTreePVs", "SchedulingMigratedInTreePVs", "SchedulingCSIPVs", "PreemptionPVs"):
+def test_volume_and_go_templated_event_handling_cases_run() -> None:
+    cases = ("SchedulingInTreePVs", "SchedulingMigratedInTreePVs", "SchedulingCSIPVs", "PreemptionPVs")
+    templated = ("EventHandlingPodDelete", "EventHandlingPodUpdate", "EventHandlingNodeUpdate", "EventHandlingPodAdd")
+    for case in (*cases, *templated):
         for workload in select(upstream_workloads(), [case]):
             assert skip_reason(workload, OURS) is None, workload.key
-    for workload in select(upstream_workloads(), ["EventHandlingPodDelete"]):
-        assert "Go template" in (skip_reason(workload, OURS) or "")
 
 
 def test_templated_pods_carry_upstreams_signature_label_per_batch() -> None:

@@ -17,6 +17,7 @@ from kubernetes import client as k8s_client
 from prometheus_client import generate_latest
 
 from harness.controlplane import free_ports
+from harness.workload import registry_value
 from plugins.prioritysort import PrioritySort
 from scheduler import metrics
 from scheduler.api.client import ApiError
@@ -36,7 +37,7 @@ POD = Pod.from_raw({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "s
 
 
 def sample(name: str, **labels: str) -> float:
-    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+    return registry_value(metrics.REGISTRY, name, **labels)
 
 
 def info(name: str) -> NodeInfo:

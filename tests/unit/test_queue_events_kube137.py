@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from harness.workload import registry_value
 from plugins.prioritysort import PrioritySort
 from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
@@ -195,8 +196,7 @@ def cluster(*events: ClusterEvent, verdict: Status | None = None) -> tuple[Sched
 
 
 def incoming(event: str, queue: str = BACKOFF_Q) -> float:
-    value = metrics.REGISTRY.get_sample_value("scheduler_queue_incoming_pods_total", {"queue": queue, "event": event})
-    return value or 0.0
+    return registry_value(metrics.REGISTRY, "scheduler_queue_incoming_pods_total", queue=queue, event=event)
 
 
 def bumped(raw: dict[str, Any], **metadata: Any) -> dict[str, Any]:
@@ -286,7 +286,7 @@ async def test_attempts_label_caps_at_15_plus() -> None:
 
     def observed(label: str) -> float:
         name = "scheduler_pod_scheduling_sli_duration_seconds_count"
-        return metrics.REGISTRY.get_sample_value(name, {"attempts": label}) or 0.0
+        return registry_value(metrics.REGISTRY, name, attempts=label)
 
     before = observed("15+"), observed("16")
     sched.schedule_one(info)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.workload import registry_value
 from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -85,10 +86,7 @@ async def run_queue(sched: Scheduler) -> None:
 
 
 def unschedulable_attempts() -> float:
-    value = metrics.REGISTRY.get_sample_value(
-        "scheduler_schedule_attempts_total", {"result": "unschedulable", "profile": NAME}
-    )
-    return value or 0.0
+    return registry_value(metrics.REGISTRY, "scheduler_schedule_attempts_total", result="unschedulable", profile=NAME)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.workload import registry_value
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
@@ -108,10 +109,7 @@ async def test_fit_error_message_and_condition() -> None:
 
 
 def attempts(result: str) -> float:
-    return (
-        metrics.REGISTRY.get_sample_value("scheduler_schedule_attempts_total", {"result": result, "profile": NAME})
-        or 0.0
-    )
+    return registry_value(metrics.REGISTRY, "scheduler_schedule_attempts_total", result=result, profile=NAME)
 
 
 async def test_no_nodes_is_unschedulable_and_backs_off() -> None:

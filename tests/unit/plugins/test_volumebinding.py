@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.workload import registry_value
 from plugins import volumebinding
 from plugins.volumebinding import STATE_KEY, VolumeBinding, parse_args
 from plugins.volumebinding.binder import (
@@ -512,8 +513,7 @@ async def test_pre_bind_times_out_and_unreserve_reverts() -> None:
 
 
 def stage_errors(operation: str) -> float:
-    value = metrics.REGISTRY.get_sample_value("scheduler_volume_scheduling_stage_error_total", {"operation": operation})
-    return value or 0.0
+    return registry_value(metrics.REGISTRY, "scheduler_volume_scheduling_stage_error_total", operation=operation)
 
 
 async def test_pre_bind_stops_when_the_pod_was_deleted() -> None:

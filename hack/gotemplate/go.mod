@@ -1,0 +1,3 @@
+module secondary-scheduler/hack/gotemplate
+
+go 1.26

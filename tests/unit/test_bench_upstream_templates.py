@@ -1,0 +1,134 @@
+"""The benchmark runs Go-templated workloads as scheduler_perf does: objects rendered per index with
+the op's templateParams, label-selector barriers, operators' own config folders, resumable runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bench.schedulers import SCHEDULERS
+from harness.bench.upstream import (
+    UpstreamError,
+    perf_root,
+    resolve_template_params,
+    select,
+    skip_reason,
+    upstream_workloads,
+    user_workloads,
+)
+from harness.bench.upstream_run import Executor, PodTracker, _resumable, main
+from plugins.registry import IN_TREE
+
+OURS = [module.NAME for module in IN_TREE if not getattr(module, "STAND_IN", False)]
+
+
+def _executor(key: str) -> Executor:
+    (workload,) = select(upstream_workloads(), [key])
+    return Executor(None, workload, SCHEDULERS[0], None, 1.0, 10.0)  # type: ignore[arg-type]
+
+
+def test_template_params_resolve_from_the_workload_with_yaml_defaults() -> None:
+    params = {"a": "$x", "b": "$missing|64", "c": "$gone|", "d": 7, "e": "$word|plain text"}
+    assert resolve_template_params(params, {"x": 3}) == {"a": 3, "b": 64, "c": None, "d": 7, "e": "plain text"}
+    with pytest.raises(UpstreamError, match="'nothing' not found"):
+        resolve_template_params({"a": "$nothing"}, {})
+
+
+def test_a_go_template_makes_one_object_per_index_and_a_plain_file_one_shared_body() -> None:
+    executor = _executor("EventHandlingNodeUpdate/100Nodes_1000Pods")
+    update = next(op for op in executor.case.ops if op["opcode"] == "updateAny")
+    nodes = executor.objects(update["templatePath"], 3)
+    assert [n["metadata"]["name"] for n in nodes] == [
+        "node-unschedulable-0",
+        "node-unschedulable-1",
+        "node-unschedulable-2",
+    ]
+    plain = executor.objects("../templates/node-default.yaml", 3)
+    assert plain[0] is plain[1] is plain[2]
+
+
+def test_dra_templates_render_with_their_params_and_defaults() -> None:
+    root = perf_root()
+    executor = _executor("SchedulingBasic/500Nodes")
+    relative = str(root / "dra" / "templates" / "resourceslice-list-attributes-devices.yaml")
+    (first,) = executor.objects(relative, 1, {"numDevices": 3, "numListValues": 2, "numNonMatchingDevices": 1})
+    devices = first["spec"]["devices"]
+    assert [d["name"] for d in devices] == ["device-0", "device-1", "device-2"]
+    strings = [d["attributes"]["dra.example.com/match"]["strings"] for d in devices]
+    assert strings[0] == ["device-0-value-0", "device-0-value-1"]
+    assert strings[1] == ["shared-value", "device-1-value-0", "device-1-value-1"]
+
+
+def test_label_selector_barriers_count_only_matching_pods() -> None:
+    tracker = PodTracker()
+
+    def pod(name: str, kind: str, node: str = "", attempted: bool = False) -> dict[str, Any]:
+        status = {"conditions": [{"type": "PodScheduled", "status": "False"}]} if attempted else {}
+        meta = {"namespace": "ns", "name": name, "labels": {"type": kind}}
+        return {"metadata": meta, "spec": {"nodeName": node}, "status": status}
+
+    tracker.on_event("ADDED", pod("a", "unsched", node="n1"), 0.0)
+    tracker.on_event("ADDED", pod("b", "unsched", attempted=True), 0.0)
+    tracker.on_event("ADDED", pod("c", "blocker", node="n2"), 0.0)
+    assert tracker.scheduled("ns") == 2
+    assert tracker.scheduled("ns", {"type": "unsched"}) == 1
+    assert tracker.attempted_count("ns", {"type": "unsched"}) == 2
+    assert tracker.attempted_count("ns", {"type": "blocker"}) == 1
+    tracker.on_event("DELETED", pod("a", "unsched", node="n1"), 0.0)
+    assert tracker.attempted_count("ns", {"type": "unsched"}) == 1
+
+
+def test_an_operators_config_folder_reaches_upstreams_templates(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "pod-gpu.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: gpu-{{.Index}}-\nspec:\n  containers: []\n"
+    )
+    (tmp_path / "performance-config.yaml").write_text(
+        """
+- name: MyShape
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $nodes
+    nodeTemplatePath: ../templates/node-default.yaml
+  - opcode: createPods
+    countParam: $pods
+    podTemplatePath: templates/pod-gpu.yaml
+    collectMetrics: true
+  workloads:
+  - name: small
+    labels: [mine]
+    params: {nodes: 2, pods: 3}
+"""
+    )
+    (workload,) = user_workloads(tmp_path)
+    assert workload.key == "MyShape/small"
+    assert workload.case.path("../templates/node-default.yaml") == (perf_root() / "templates" / "node-default.yaml")
+    assert workload.case.path("templates/pod-gpu.yaml") == tmp_path / "templates" / "pod-gpu.yaml"
+    assert skip_reason(workload, OURS) is None
+    with pytest.raises(UpstreamError, match="no scheduler_perf-format config"):
+        user_workloads(tmp_path / "templates")
+
+
+def test_resume_keeps_finished_rows_and_reruns_errors(tmp_path: Path) -> None:
+    results = {"scale": 0.5, "kubernetes": "v1.37.2", "runs": []}
+    path = tmp_path / "results.json"
+    rows = [
+        {"workload": "A/x", "scheduler": "ours", "throughput_avg": 10},
+        {"workload": "A/x", "scheduler": "kube", "error": "TimeoutError"},
+    ]
+    path.write_text(json.dumps({**results, "runs": rows}))
+    assert list(_resumable(path, results)) == [("A/x", "ours")]
+    with pytest.raises(UpstreamError, match=r"scale 0\.5, this run 1\.0"):
+        _resumable(path, {**results, "scale": 1.0})
+    assert _resumable(tmp_path / "absent.json", results) == {}
+
+
+def test_list_of_an_operators_folder_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "c.yaml").write_text(
+        "- name: Only\n  workloadTemplate:\n  - opcode: createNodes\n    count: 1\n  workloads:\n  - name: w\n"
+    )
+    assert main(["--config-dir", str(tmp_path), "--list"]) == 0
+    assert "run  Only/w" in capsys.readouterr().out
