@@ -375,11 +375,12 @@ class Scheduler:
             # prioritize_nodes needs these rows of the table again: keep them with the list they index.
             self._feasible_rows = (feasible, feasible_rows)
             rejected = order[:processed][~passes[:processed]].tolist()
-            unexplained = [row for row in rejected if row not in nominated]
-            explained = dict(zip(unexplained, batch.rejections(state, pod, infos, unexplained), strict=True))
-            for row in rejected:
-                status = nominated[row] if row in nominated else explained[row]
-                self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
+            if rejected:
+                unexplained = [row for row in rejected if row not in nominated]
+                explained = dict(zip(unexplained, batch.rejections(state, pod, infos, unexplained), strict=True))
+                for row in rejected:
+                    status = nominated[row] if row in nominated else explained[row]
+                    self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
         else:
             processed = 0
             batch_ok = mask.tolist()
