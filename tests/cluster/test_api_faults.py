@@ -170,13 +170,12 @@ async def test_429_with_retry_after_is_retried_and_a_bare_500_is_not(proxy: Faul
 
 
 async def test_a_bind_never_waits_behind_slow_evictions(
-    proxy: FaultProxy, tmp_path: Path, k8s: Any, namespace: str
+    proxy: FaultProxy, tmp_path: Path, core: Any, namespace: str
 ) -> None:
     """Evictions the apiserver is slow to answer hold every connection of the general pool; a bind
     issued meanwhile goes through the bind lane at once (PreemptionAsync's binds behind victims)."""
     connection = load_connection(str(proxy.kubeconfig(tmp_path / "proxy.kubeconfig")))
     client = HttpApiClient(connection, max_connections=4)
-    core = k8s_client.CoreV1Api(k8s)
     core.create_namespaced_pod(namespace, api_pod("bound", "nobody"))
     created = core.read_namespaced_pod("bound", namespace)
     pod = Pod.from_raw({"metadata": {"name": "bound", "namespace": namespace, "uid": created.metadata.uid}})
