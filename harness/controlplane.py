@@ -316,14 +316,23 @@ class ControlPlane:
         apiserver_version: str | None = None,
         audit_policy: Mapping[str, Any] | None = None,
         ready_timeout: float = 60.0,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, str] | None = None,
     ) -> None:
         """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
-        K8S_COMPAT_VERSION is built (`kube-apiserver-<version>` in the bin folder)."""
+        K8S_COMPAT_VERSION is built (`kube-apiserver-<version>` in the bin folder).
+        `feature_gates` / `runtime_config`: the apiserver's --feature-gates and --runtime-config,
+        e.g. {"GenericWorkload": True} and {"scheduling.k8s.io/v1beta1": "true"} for PodGroups."""
         self._requested_workdir = workdir
         self._apiserver_version = apiserver_version
         self.keep = keep
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
+        if feature_gates:
+            gates = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(feature_gates.items()))
+            self._apiserver_args.append(f"--feature-gates={gates}")
+        if runtime_config:
+            self._apiserver_args.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in runtime_config.items()))
         self._apiserver_verbosity = apiserver_verbosity
         self._audit_policy = audit_policy
         self.ready_timeout = ready_timeout

@@ -127,21 +127,19 @@ def metrics_text(port: int) -> str:
 def metric_value(port: int, sample_name: str, **labels: str) -> float:
     """Sum of the samples called `sample_name` on a scheduler's /metrics whose labels include `labels`.
 
-    A name no sample carries is an error, not a zero: a metric the scheduler does not export (or a
-    typo) must fail the test. A labelled child not created yet counts 0, as PromQL's sum would.
+    A name no exposed family can carry is an error, not a zero: a metric the scheduler does not
+    export (or a typo) must fail the test. A family exposed without children yet (its HELP and
+    TYPE lines only: nothing observed so far) and a labelled child not created yet count 0, as
+    PromQL's sum would.
     """
     families = list(text_string_to_metric_families(metrics_text(port)))
-    if not any(sample.name == sample_name for family in families for sample in family.samples):
-        raise AssertionError(f"/metrics on port {port} has no sample named {sample_name}")
+    if not any(_family_carries(family, sample_name) for family in families):
+        raise AssertionError(f"/metrics on port {port} has no metric family with samples named {sample_name}")
     return _sum_matching(families, sample_name, labels)
 
 
 def registry_value(registry: CollectorRegistry, sample_name: str, **labels: str) -> float:
-    """The same sum over an in-process registry (unit tests).
-
-    A name no registered family can carry fails the test; a registered family with no child yet
-    (nothing observed so far) counts 0, since a collected registry shows no samples for it.
-    """
+    """metric_value's sum over an in-process registry (unit tests), with the same rule."""
     families = list(registry.collect())
     if not any(_family_carries(family, sample_name) for family in families):
         raise AssertionError(f"the registry has no metric family with samples named {sample_name}")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     dynamicresources,
+    gangscheduling,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -16,10 +18,12 @@ from plugins import (
     noderesourcesfit,
     nodeunschedulable,
     nodevolumelimits,
+    podgrouppodscount,
     podtopologyspread,
     prioritysort,
     schedulinggates,
     tainttoleration,
+    topologyplacementgenerator,
     volumebinding,
     volumerestrictions,
     volumezone,
@@ -47,6 +51,10 @@ IN_TREE = (
     volumerestrictions,
     volumezone,
     nodevolumelimits,
+    gangscheduling,
+    topologyplacementgenerator,
+    podgrouppodscount,
+    coscheduling,
 )
 
 

@@ -27,9 +27,10 @@ import kopf
 import structlog
 from aiohttp import web
 
+from plugins import coscheduling
 from plugins.registry import in_tree_registry
 from scheduler import gctune, metrics, serving
-from scheduler.api.client import ApiClient
+from scheduler.api.client import ApiClient, ApiError
 from scheduler.api.events import EVENT_WRITERS, EventBroadcaster
 from scheduler.api.http import Connection, HttpApiClient, TokenBucket, load_connection
 from scheduler.api.leaderelection import LeaseElector, run_as_leader
@@ -46,7 +47,8 @@ from scheduler.config import (
     load_config,
     validate_leader_election,
 )
-from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, FeatureGates
+from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
 from scheduler.framework.volumes import (
@@ -91,6 +93,10 @@ class Options:
     kube_api_content_type: str | None = None
     feature_gates: FeatureGates = DEFAULT_FEATURE_GATES
 
+
+POD_GROUP_COLLECTION = "/apis/scheduling.k8s.io/v1beta1/podgroups"
+# scheduler-plugins' PodGroup CRD, listed and watched when a profile runs Coscheduling.
+SCHEDULER_PLUGINS_POD_GROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 
 # Watched for PodTopologySpread's system default constraints (their selectors spread pods).
 WORKLOAD_KINDS = (
@@ -180,14 +186,26 @@ def build_scheduler(
     Events go through `event_client` when given (kube-scheduler too has a client of its own for
     events), else through `client`.
     """
-    handle = FrameworkHandle(client, Snapshot(), StaticNamespaces(namespaces), feature_gates=config.feature_gates)
+    cache = Cache(assumed_ttl=assumed_pod_ttl)
+    # GenericWorkload: pods join PodGroups through spec.schedulingGroup, and the queue hands a
+    # group to the pod-group cycle as one entity.
+    generic_workload = config.feature_gates.enabled(GENERIC_WORKLOAD)
+    if generic_workload:
+        cache.pod_groups.add_membership(scheduling_group_key)
+    handle = FrameworkHandle(
+        client,
+        Snapshot(),
+        StaticNamespaces(namespaces),
+        feature_gates=config.feature_gates,
+        pod_groups=cache.pod_groups,
+    )
     frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
     queue = PriorityQueue(
         {name: QueueProfile(fw.less, fw.run_pre_enqueue, fw.events) for name, fw in frameworks.items()},
         initial_backoff=config.pod_initial_backoff_seconds,
         max_backoff=config.pod_max_backoff_seconds,
+        group_of=scheduling_group_key if generic_workload else None,
     )
-    cache = Cache(assumed_ttl=assumed_pod_ttl)
     for kind in ("nodes", "pods", "assumed_pods"):
         metrics.cache_size.labels(kind).set_function(functools.partial(_cache_size, cache, kind))
     metrics.unschedulable_pods.set_source(queue.unschedulable_pods_by_plugin)
@@ -195,7 +213,14 @@ def build_scheduler(
     return Scheduler(frameworks, queue, cache, client, event_broadcaster=EventBroadcaster(event_client or client))
 
 
-def _kopf_registry(informers: Informers, connection: Connection) -> kopf.OperatorRegistry:
+def runs_coscheduling(scheduler: Scheduler) -> bool:
+    """Whether some profile enables Coscheduling (at any extension point)."""
+    return any(
+        coscheduling.NAME in names for fw in scheduler.frameworks.values() for names in fw.plugin_names().values()
+    )
+
+
+def _kopf_registry(informers: Informers, connection: Connection, gates: FeatureGates) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -225,6 +250,18 @@ def _kopf_registry(informers: Informers, connection: Connection) -> kopf.Operato
     async def pdb_event(event: Mapping[str, Any], **_: Any) -> None:
         informers.on_pdb(event.get("type"), event["object"])
 
+    if gates.enabled(GENERIC_WORKLOAD):
+        # PodGroups are few (one per job): kopf, as the other low-volume kinds.
+        @kopf.on.event("scheduling.k8s.io", "v1beta1", "podgroups", registry=registry)
+        async def pod_group_event(event: Mapping[str, Any], **_: Any) -> None:
+            informers.on_pod_group(event.get("type"), event["object"])
+
+    if runs_coscheduling(informers.sched):
+
+        @kopf.on.event(*SCHEDULER_PLUGINS_POD_GROUPS, registry=registry)
+        async def scheduler_plugins_pod_group_event(event: Mapping[str, Any], **_: Any) -> None:
+            informers.on_scheduler_plugins_pod_group(event.get("type"), event["object"])
+
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
 
@@ -243,7 +280,9 @@ def _kopf_settings(batch_window: float) -> kopf.OperatorSettings:
     settings.posting.enabled = False
     settings.peering.standalone = True
     # No watch on CustomResourceDefinitions (kopf's resource scanning): every kind watched here is
-    # built in, and the chart's RBAC grants no CRD reads (tests/cluster/test_rbac.py).
+    # built in, or scheduler-plugins' PodGroup CRD, which must be served at start (discovery finds it
+    # once; _prime refuses to start without it), and the chart's RBAC grants no CRD reads
+    # (tests/cluster/test_rbac.py).
     settings.scanning.disabled = True
     settings.batching.batch_window = batch_window
     settings.watching.server_timeout = 300
@@ -269,11 +308,44 @@ def _volume_reflectors(client: HttpApiClient, informers: Informers) -> list[Refl
 
 
 async def _prime(
-    client: HttpApiClient, informers: Informers, nodes: Reflector, pods: Reflector, volumes: list[Reflector]
+    client: HttpApiClient,
+    informers: Informers,
+    nodes: Reflector,
+    pods: Reflector,
+    volumes: list[Reflector],
+    generic_workload: bool = False,
 ) -> None:
     """List everything once before scheduling starts (kube's WaitForCacheSync)."""
     for item in (await client.request("GET", "/api/v1/namespaces"))["items"]:
         informers.on_namespace("ADDED", item)
+    if generic_workload:
+        try:
+            listed = await client.request("GET", POD_GROUP_COLLECTION)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            raise ApiError(
+                exc.status,
+                "GenericWorkload is enabled but the apiserver does not serve scheduling.k8s.io/v1beta1 podgroups "
+                "(start it with --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1beta1=true)",
+                exc.reason,
+            ) from exc
+        for item in listed["items"]:
+            informers.on_pod_group("ADDED", item)
+    if runs_coscheduling(informers.sched):
+        try:
+            listed = await client.request("GET", collection_path(*SCHEDULER_PLUGINS_POD_GROUPS))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            raise ApiError(
+                exc.status,
+                "a profile enables Coscheduling but the apiserver does not serve scheduling.x-k8s.io/v1alpha1 "
+                "podgroups (install scheduler-plugins' PodGroup CRD: the chart's coscheduling.installCRD)",
+                exc.reason,
+            ) from exc
+        for item in listed["items"]:
+            informers.on_scheduler_plugins_pod_group("ADDED", item)
     for group, version, plural, kind in WORKLOAD_KINDS:
         api_version = f"{group}/{version}" if group else version
         for item in (await client.request("GET", collection_path(group, version, plural)))["items"]:
@@ -384,7 +456,9 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     nodes = Reflector(client, "/api/v1/nodes", informers.on_node)
     volumes = _volume_reflectors(client, informers)
     try:
-        await _prime(client, informers, nodes, pods, volumes)
+        await _prime(
+            client, informers, nodes, pods, volumes, generic_workload=config.feature_gates.enabled(GENERIC_WORKLOAD)
+        )
         gctune.freeze_startup_heap()
         tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
         tasks.append(asyncio.create_task(nodes.run(listed=True), name="node-watch"))
@@ -393,7 +467,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(
             asyncio.create_task(
                 kopf.operator(
-                    registry=_kopf_registry(informers, connection),
+                    registry=_kopf_registry(informers, connection, config.feature_gates),
                     settings=_kopf_settings(options.batch_window),
                     clusterwide=True,
                     standalone=True,

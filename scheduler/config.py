@@ -14,7 +14,12 @@ from typing import Any
 
 import yaml
 
-from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.features import (
+    DEFAULT_FEATURE_GATES,
+    GENERIC_WORKLOAD,
+    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING,
+    FeatureGates,
+)
 from scheduler.framework.runtime import EXTENSION_POINTS
 from scheduler.model.durations import go_duration, parse_go_duration
 
@@ -56,6 +61,18 @@ DEFAULT_MULTI_POINT: tuple[tuple[str, int], ...] = (
     ("DefaultBinder", 0),
     ("NodeDeclaredFeatures", 0),
 )
+
+
+def default_multi_point(gates: FeatureGates) -> tuple[tuple[str, int], ...]:
+    """The default profile with kube's applyFeatureGates for the gates this scheduler honours:
+    GenericWorkload appends GangScheduling, TopologyAwareWorkloadScheduling TopologyPlacementGenerator
+    and PodGroupPodsCount (placement score weight 1)."""
+    extra: tuple[tuple[str, int], ...] = ()
+    if gates.enabled(GENERIC_WORKLOAD):
+        extra += (("GangScheduling", 0),)
+    if gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+        extra += (("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1))
+    return DEFAULT_MULTI_POINT + extra
 
 
 class ConfigError(ValueError):

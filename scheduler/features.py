@@ -58,8 +58,8 @@ _DRA = (DYNAMIC_RESOURCE_ALLOCATION,)
 # Every gate of kube_features.go that v1.37.2's pkg/scheduler reads, as v1.37.2 defaults it.
 KNOWN_GATES: Mapping[str, GateSpec] = {
     # Workload-Aware Scheduling.
-    GENERIC_WORKLOAD: GateSpec(False, _B),
-    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,)),
+    GENERIC_WORKLOAD: GateSpec(False, _B, honoured=True),
+    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,), honoured=True),
     COMPOSITE_POD_GROUP: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD, TOPOLOGY_AWARE_WORKLOAD_SCHEDULING)),
     POD_GROUP_PREEMPTION_POLICY: GateSpec(False, _A, depends_on=(GENERIC_WORKLOAD,)),
     # Dynamic Resource Allocation.

@@ -22,11 +22,15 @@ from scheduler.framework.events import (
     ASSIGNED_POD_DELETE,
     NODE_ADD,
     NODE_DELETE,
+    POD_GROUP_ADD,
+    POD_GROUP_DELETE,
+    POD_GROUP_UPDATE,
     UNSCHEDULED_POD_ADD,
     UNSCHEDULED_POD_UPDATE,
     node_scheduling_properties_change,
     pod_scheduling_properties_change,
 )
+from scheduler.framework.podgroups import POD_GROUP_API, SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey
 from scheduler.framework.runtime import PdbStore, WorkloadStore
 from scheduler.framework.types import ActionType, ClusterEvent, EventResource
 from scheduler.framework.volumes import (
@@ -40,6 +44,7 @@ from scheduler.framework.volumes import (
     VolumeStore,
 )
 from scheduler.model.objects import InvalidObject, Node, Pod, PodDisruptionBudget, Resource
+from scheduler.model.podgroups import PodGroup
 from scheduler.schedule_one import Scheduler
 
 log = structlog.get_logger("informers")
@@ -95,6 +100,8 @@ class Informers:
         # The last version of each node seen, which update events are computed against (the cache
         # keeps an older one when only heartbeats or conditions changed).
         self._nodes: dict[str, Node] = {}
+        # The last PodGroup objects seen, which update events (minCount changes) are computed against.
+        self._pod_groups: dict[GroupKey, Mapping[str, Any]] = {}
 
     # ---- pods ----------------------------------------------------------------------------
 
@@ -112,6 +119,7 @@ class Informers:
         cache = sched.cache
         known = cache.get_pod(uid)
         if event_type == DELETED or pod.terminal:
+            cache.pod_groups.remove_pod(pod)
             sched.pending_pods.pop(uid, None)
             sched.nominator.delete(uid)
             sched.queue.delete(uid)
@@ -152,10 +160,15 @@ class Informers:
             # nomination (the cache counts it on its node), so the informer must not re-add it.
             return
         sched.nominator.update(previous, pod)
+        # Counted in its group before PreEnqueue runs (GangScheduling counts every member).
+        cache.pod_groups.add_pod(pod)
         if pod.deleting:
             sched.queue.delete(uid)
             return
         sched.queue.add(pod, previous)
+        if previous is None and cache.pod_groups.key_of(pod) is not None:
+            # As kube with GenericWorkload: a new member may complete its gang.
+            sched.queue.move_all_to_active_or_backoff(UNSCHEDULED_POD_ADD, None, pod)
         metrics.observe_event_handling(label, started)
 
     def _first_report(self, key: str, event_type: str | None, error: InvalidObject) -> bool:
@@ -255,6 +268,58 @@ class Informers:
         for event in events:
             sched.queue.move_all_to_active_or_backoff(event, old, node)
             metrics.observe_event_handling(event.label, started)  # as kube: once per fine-grained event
+
+    # ---- PodGroups (scheduling.k8s.io/v1beta1, GenericWorkload) -------------------------
+
+    def on_pod_group(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        started = time.perf_counter()
+        meta = raw.get("metadata") or {}
+        key = GroupKey(POD_GROUP_API, meta.get("namespace", ""), meta.get("name", ""))
+        old = self._pod_groups.get(key)
+        groups = self.sched.cache.pod_groups
+        if event_type == DELETED:
+            self._reported_invalid.pop(f"PodGroup/{key}", None)
+            self._pod_groups.pop(key, None)
+            groups.remove_group(key)
+            self.sched.queue.move_all_to_active_or_backoff(POD_GROUP_DELETE, old, None)
+            metrics.observe_event_handling(POD_GROUP_DELETE.label, started)
+            return
+        try:
+            pod_group = PodGroup.from_raw(raw)
+        except InvalidObject as exc:
+            # Its members wait as if it did not exist; nothing else is affected.
+            if self._first_report(f"PodGroup/{key}", event_type, exc):
+                log.error("ignoring PodGroup that cannot be parsed", podGroup=str(key), error=str(exc))
+            self._pod_groups.pop(key, None)
+            groups.remove_group(key)
+            return
+        if old is not None and (old.get("metadata") or {}).get("resourceVersion") == pod_group.resource_version:
+            return  # a relist repeating what we have
+        self._pod_groups[key] = raw
+        groups.set_group(key, pod_group)
+        event = POD_GROUP_ADD if old is None else POD_GROUP_UPDATE
+        self.sched.queue.move_all_to_active_or_backoff(event, old, raw)
+        metrics.observe_event_handling(event.label, started)
+
+    # ---- scheduler-plugins' PodGroups (scheduling.x-k8s.io/v1alpha1, Coscheduling) ---------
+
+    def on_scheduler_plugins_pod_group(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        """Kept as the API sent it: Coscheduling reads its fields (and reports one it cannot use)."""
+        meta = raw.get("metadata") or {}
+        key = GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, meta.get("namespace", ""), meta.get("name", ""))
+        groups = self.sched.cache.pod_groups
+        state = groups.get(key)
+        old = state.group if state is not None and isinstance(state.group, Mapping) else None
+        resource = EventResource.SCHEDULER_PLUGINS_POD_GROUP
+        if event_type == DELETED:
+            groups.remove_group(key)
+            self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(resource, ActionType.DELETE), old, None)
+            return
+        if old is not None and (old.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+            return  # a relist repeating what we have
+        groups.set_group(key, raw)
+        action = ActionType.ADD if old is None else ActionType.UPDATE
+        self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(resource, action), old, raw)
 
     # ---- workloads (selectors for default topology spreading) -----------------------------
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from scheduler.config import (
-    DEFAULT_MULTI_POINT,
     ConfigError,
     PluginRef,
     PluginSet,
     ProfileConfig,
     SchedulerConfig,
+    default_multi_point,
     merge_plugin_set,
 )
-from scheduler.framework.interface import Plugin
+from scheduler.features import GENERIC_WORKLOAD
+from scheduler.framework.interface import PlacementFeasiblePlugin, Plugin
 from scheduler.framework.registry import Registry, RegistryError
 from scheduler.framework.runtime import EXTENSION_POINTS, POINT_METHODS, Framework, FrameworkError, FrameworkHandle
 from scheduler.framework.types import ActionType, ClusterEvent, ClusterEventWithHint, EventResource
@@ -40,6 +42,7 @@ KUBE_POINT_ORDER = (
     "permit",
     "preEnqueue",
     "queueSort",
+    "podGroupPostFilter",
 )
 
 
@@ -90,7 +93,8 @@ def build_framework(
                 raise ConfigError(f"{where}.pluginConfig[{name}].args: {exc}") from exc
         return instances[name]
 
-    defaults = [PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT if name in registry]
+    gates = handle.feature_gates
+    defaults = [PluginRef(name, weight) for name, weight in default_multi_point(gates) if name in registry]
     custom_multi = profile.plugins.get("multiPoint", PluginSet())
     multi = merge_plugin_set(defaults, custom_multi)
     custom_index = {ref.name: i for i, ref in enumerate(custom_multi.enabled)}
@@ -134,6 +138,13 @@ def build_framework(
             continue
         register = getattr(plugin, "events_to_register", None)
         events[name] = list(register()) if callable(register) else [ALL_EVENTS]
+    # As kube: with GenericWorkload, GangScheduling (when the profile has it) is the PlacementFeasible plugin.
+    gang = instances.get("GangScheduling")
+    placement_feasible = (
+        [cast(PlacementFeasiblePlugin, gang)]
+        if gates.enabled(GENERIC_WORKLOAD) and gang is not None and callable(getattr(gang, "placement_feasible", None))
+        else []
+    )
     pct = profile.percentage_of_nodes_to_score
     try:
         return Framework(
@@ -143,6 +154,7 @@ def build_framework(
             handle,
             percentage_of_nodes_to_score=pct if pct is not None else default_pct,
             events=events,
+            placement_feasible=placement_feasible,
         )
     except FrameworkError as exc:
         raise ConfigError(f"{where}.plugins: {exc}") from exc

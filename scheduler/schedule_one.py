@@ -37,6 +37,8 @@ from scheduler.framework.types import (
     Diagnosis,
     FitError,
     NodeInfo,
+    NoNodesAvailable,
+    PluginError,
     QueuedPodInfo,
     Status,
     plugin_list,
@@ -44,6 +46,7 @@ from scheduler.framework.types import (
 from scheduler.model.objects import Pod
 from scheduler.nominator import Nominator
 from scheduler.queue import PriorityQueue
+from scheduler.schedule_one_podgroup import PodGroupCycle
 
 log = structlog.get_logger("scheduler")
 T = TypeVar("T")
@@ -51,19 +54,6 @@ T = TypeVar("T")
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0
-
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-
-
-class NoNodesAvailable(Exception):
-    def __str__(self) -> str:
-        return NO_NODES_AVAILABLE
-
-
-class PluginError(RuntimeError):
-    """A plugin answered with an Error status (often a pod field it cannot parse): its message says
-    what is wrong, so it is logged as one line, not with a traceback."""
-
 
 # Pods whose last scheduling error was logged (uid -> message); forgotten wholesale past this size.
 _MAX_REMEMBERED_ERRORS = 10_000
@@ -134,6 +124,9 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
+        # The nodes of the placement a pod-group cycle is trying (TopologyAwareWorkloadScheduling):
+        # Filter and the "0/N nodes" count see only these, as kube's snapshot.AssumePlacement.
+        self.placement: frozenset[str] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
@@ -151,6 +144,7 @@ class Scheduler:
         self.status_writes = StatusDispatcher(
             client, self.pending_pods, self.recorders, self.spawn, max_in_flight=max_concurrent_writes
         )
+        self.pod_group_cycle = PodGroupCycle(self)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -159,9 +153,17 @@ class Scheduler:
             info = await self.queue.pop()
             if info is None:
                 return
-            self.schedule_one(info)
+            self.schedule_entity(info)
             # Let informer events and binding tasks run between cycles.
             await asyncio.sleep(0)
+
+    def schedule_entity(self, info: QueuedPodInfo) -> None:
+        """kube's ScheduleOne: a popped pod-group member brings its group to the pod-group cycle."""
+        group = self.queue.take_group(info)
+        if group is not None:
+            self.pod_group_cycle.schedule_one_pod_group(group)
+        else:
+            self.schedule_one(info)
 
     def pod_exists(self, pod: Pod) -> bool:
         """Whether the informers still have the pod: unscheduled and ours, or bound (not by our assume)."""
@@ -201,7 +203,7 @@ class Scheduler:
     def schedule_one(self, info: QueuedPodInfo) -> None:
         pod = info.pod
         fw = self.frameworks.get(pod.scheduler_name)
-        if fw is None or self._skip(pod):
+        if fw is None or self.skip_pod_schedule(pod):
             if fw is not None and pod.deleting:
                 self.recorders[fw.profile_name].eventf(
                     pod, None, WARNING, "FailedScheduling", "Scheduling", f"skip schedule deleting pod: {pod.key}"
@@ -223,7 +225,7 @@ class Scheduler:
                     if post_status.code == Code.ERROR:
                         log.error("postfilter failed", pod=pod.key, error=post_status.message)
             metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
-            self._observe(fw, "unschedulable", started)
+            self.observe_attempt(fw, "unschedulable", started)
             self.handle_failure(
                 fw, info, Status.unschedulable(), fit_error, nominated, keep_nomination=bool(fw.post_filter_plugins)
             )
@@ -231,28 +233,35 @@ class Scheduler:
         except NoNodesAvailable as exc:
             # kube: UnschedulableAndUnresolvable, reported as Unschedulable with no rejecting plugin.
             metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
-            self._observe(fw, "unschedulable", started)
+            self.observe_attempt(fw, "unschedulable", started)
             log.info("no nodes available to schedule pods", pod=pod.key)
             self.handle_failure(fw, info, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(exc),), exc), None, None)
             return
         except Exception as exc:
             metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
-            self._observe(fw, "error", started)
+            self.observe_attempt(fw, "error", started)
             self._log_cycle_error(pod, exc)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
             return
 
         metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
-        assumed = dataclasses.replace(pod, node_name=result.suggested_host)
+        self.prepare_for_binding_cycle(fw, state, info, result.suggested_host, started)
+
+    def prepare_for_binding_cycle(
+        self, fw: Framework, state: CycleState, info: QueuedPodInfo, host: str, started: float
+    ) -> bool:
+        """assume → Reserve → Permit, then the binding cycle as a task (kube's prepareForBindingCycle
+        and `go runBindingCycle`). A refusal is undone and reported here. True once binding started."""
+        pod = info.pod
+        assumed = dataclasses.replace(pod, node_name=host)
         try:
             self.cache.assume_pod(assumed)
         except Exception as exc:
-            self._observe(fw, "error", started)
+            self.observe_attempt(fw, "error", started)
             self.handle_failure(fw, info, Status.as_error(exc), None, None)
-            return
+            return False
         # The assumed pod counts on its node now; as a nominated pod it would count twice.
         self.nominator.delete(pod.uid)
-        host = result.suggested_host
         status = fw.run_reserve(state, assumed, host)
         if status is None:
             status = fw.run_permit(state, assumed, host)
@@ -261,11 +270,12 @@ class Scheduler:
             fw.run_unreserve(state, assumed, host)
             self.cache.forget_pod(assumed)
             rejected = status.is_rejection
-            self._observe(fw, "unschedulable" if rejected else "error", started)
+            self.observe_attempt(fw, "unschedulable" if rejected else "error", started)
             self.handle_failure(fw, info, status, FitError.single_node(pod, host, status) if rejected else None, None)
-            return
+            return False
         # The pod keeps its in-flight status until the binding cycle ends (queue.done there).
         self.spawn(self.binding_cycle(_Placement(fw, state, info, assumed, host, started)))
+        return True
 
     def _log_cycle_error(self, pod: Pod, exc: Exception) -> None:
         """Once per pod and message: a pod that keeps failing the same way does not flood the log."""
@@ -279,13 +289,13 @@ class Scheduler:
         expected = isinstance(exc, NoNodesAvailable | PluginError)
         log.error("scheduling cycle failed", pod=pod.key, error=message, exc_info=not expected)
 
-    def _skip(self, pod: Pod) -> bool:
+    def skip_pod_schedule(self, pod: Pod) -> bool:
         """A deleted pod, or one whose earlier cycle is still binding, is not scheduled again."""
         if pod.deleting:
             return True
         return self.cache.is_assumed(pod.uid)
 
-    def _observe(self, fw: Framework, result: str, started: float) -> None:
+    def observe_attempt(self, fw: Framework, result: str, started: float) -> None:
         metrics.child(metrics.schedule_attempts, result, fw.profile_name).inc()
         metrics.child(metrics.scheduling_attempt_duration, result, fw.profile_name).observe(
             time.perf_counter() - started
@@ -297,7 +307,8 @@ class Scheduler:
             raise NoNodesAvailable()
         feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
         if not feasible:
-            raise FitError(pod, len(self.snapshot), diagnosis)
+            num_nodes = len(self.snapshot) if self.placement is None else len(self.placement)
+            raise FitError(pod, num_nodes, diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
@@ -307,6 +318,9 @@ class Scheduler:
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
+        placement = self.placement
+        if placement is not None:
+            all_nodes = [info for info in all_nodes if info.name in placement]
         pre_result, status, narrowing = fw.run_pre_filter(state, pod, all_nodes)
         diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
@@ -323,6 +337,7 @@ class Scheduler:
             fits_nominated = (
                 node_info is not None
                 and node_info.node is not None
+                and (placement is None or node_info.name in placement)
                 and fw.run_filter_with_nominated(state, pod, node_info) is None
             )
             if fits_nominated and node_info is not None:
@@ -331,7 +346,7 @@ class Scheduler:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
             return self._find_per_node(fw, state, pod, allowed, diagnosis)
-        if not fw.filter_plugins:
+        if not fw.filter_plugins or placement is not None:
             return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
         return self._find_batch(fw, state, pod, diagnosis)
 
@@ -540,7 +555,7 @@ class Scheduler:
             if not await self._bind(placed):
                 return
             self.cache.finish_binding(assumed)
-            self._observe(fw, "scheduled", placed.started)
+            self.observe_attempt(fw, "scheduled", placed.started)
             metrics.pod_scheduling_attempts.observe(info.attempts)
             if info.was_flushed_from_unschedulable:
                 metrics.pod_scheduled_after_flush.inc()
@@ -586,7 +601,7 @@ class Scheduler:
             return True
         metrics.child(metrics.binding_cycle_failures, point).inc()
         self._undo(placed, status, waiting_rejected=point == "WaitOnPermit")
-        self._observe(fw, "unschedulable" if status.is_rejection else "error", placed.started)
+        self.observe_attempt(fw, "unschedulable" if status.is_rejection else "error", placed.started)
         return False
 
     def _abandon(self, placed: _Placement) -> None:

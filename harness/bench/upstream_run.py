@@ -321,6 +321,8 @@ class Executor:
         scheduled = len(collector.scheduled_at)
         p50 = report.histogram_quantile(0.50, collector.histogram_before, after) if after else None
         p99 = report.histogram_quantile(0.99, collector.histogram_before, after) if after else None
+        inf = float("inf")
+        attempts = after.get(inf, 0.0) - collector.histogram_before.get(inf, 0.0) if after else None
         self.phases.append(
             {
                 "namespaces": sorted(collector.namespaces),
@@ -332,6 +334,8 @@ class Executor:
                 "cpu_ms_per_pod": 1000 * cpu / scheduled if scheduled else None,
                 "attempt_p50_ms": None if p50 is None else 1000 * p50,
                 "attempt_p99_ms": None if p99 is None else 1000 * p99,
+                # Scheduling attempts (every result) per pod bound in the phase: retries show here.
+                "attempts_per_pod": attempts / scheduled if attempts is not None and scheduled else None,
             }
         )
 
@@ -602,6 +606,7 @@ def run_workload(
                     "cpu_ms_per_pod": main["cpu_ms_per_pod"],
                     "attempt_p50_ms": main["attempt_p50_ms"],
                     "attempt_p99_ms": main["attempt_p99_ms"],
+                    "attempts_per_pod": main.get("attempts_per_pod"),
                 }
             )
     except Exception as err:
@@ -893,7 +898,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"  {row.get('error') or ''}"
                 f"{_fmt(row.get('throughput_avg'))} pods/s avg, CPU {_fmt(row.get('cpu_ms_per_pod'), 2)} ms/pod, "
-                f"{row['wall_seconds']:.0f} s",
+                f"{_fmt(row.get('attempts_per_pod'), 2)} attempts/pod, {row['wall_seconds']:.0f} s",
                 flush=True,
             )
             results["runs"].append(row)

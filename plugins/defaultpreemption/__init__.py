@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from plugins.defaultpreemption import podgroups
 from plugins.defaultpreemption.candidates import Candidate, dry_run, first_error, num_candidates
 from plugins.defaultpreemption.executor import (
     DEFAULT_EVICTION_TIMEOUT_SECONDS,
@@ -28,6 +29,7 @@ from plugins.defaultpreemption.selection import select_candidate
 from plugins.defaultpreemption.victims import split_by_pdb_violation
 from scheduler import metrics
 from scheduler.framework.interface import Handle
+from scheduler.framework.podgroups import PodGroupState
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -129,6 +131,11 @@ class DefaultPreemption:
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         event = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete")
         return [ClusterEventWithHint(event, _skip_on_assigned_pod_delete)]
+
+    # ---- PodGroupPostFilter (GenericWorkload) ---------------------------------------------
+
+    def pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
+        return podgroups.pod_group_post_filter(self.handle, group, members, NAME)
 
     # ---- PostFilter ----------------------------------------------------------------------
 

@@ -68,6 +68,11 @@ class ApiClient(Protocol):
         as the apiserver wrote it (None when there was nothing to send)."""
         ...
 
+    async def patch_pod_group_status(self, namespace: str, name: str, uid: str, condition: Mapping[str, Any]) -> None:
+        """Strategic-merge one condition (merged by type) into a scheduling.k8s.io/v1beta1 PodGroup's
+        status, preconditioned on its UID (a PodGroup re-created under the name is left alone)."""
+        ...
+
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         """POST an events.k8s.io/v1 Event; raises ApiError (409 AlreadyExists for a taken name)."""
         ...

@@ -76,6 +76,9 @@ class FakeApiClient:
     event_writes: int = 0  # creates and patches that reached the fake (accepted or not)
     # pod key -> condition type -> condition, for every other type (DisruptionTarget)
     other_conditions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # PodGroup "ns/name" -> condition type -> the condition as last patched
+    pod_group_conditions: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    pod_group_errors: dict[str, ApiError] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
     # pod key -> ApiError to raise from the next bind of that pod
@@ -146,6 +149,14 @@ class FakeApiClient:
         metadata = dict(pod.raw.get("metadata") or {})
         metadata["resourceVersion"] = f"{pod.resource_version}+status"
         return {**pod.raw, "metadata": metadata, "status": status}
+
+    async def patch_pod_group_status(self, namespace: str, name: str, uid: str, condition: Mapping[str, Any]) -> None:
+        key = f"{namespace}/{name}"
+        error = self.pod_group_errors.pop(key, None)
+        if error is not None:
+            raise error
+        self.pod_group_conditions.setdefault(key, {})[condition.get("type", "")] = dict(condition)
+        self.writes.append(("podgroup-status", key))
 
     async def _event_write(self) -> None:
         self.event_writes += 1

@@ -383,6 +383,16 @@ class HttpApiClient:
         )
         return written
 
+    async def patch_pod_group_status(self, namespace: str, name: str, uid: str, condition: Mapping[str, Any]) -> None:
+        await _through_outage(
+            lambda: self.request(
+                "PATCH",
+                f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status",
+                {"metadata": {"uid": uid}, "status": {"conditions": [dict(condition)]}},
+                content_type="application/strategic-merge-patch+json",
+            )
+        )
+
     async def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
         await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", event)
 

@@ -4,6 +4,10 @@ A pod is assumed on a node when its scheduling cycle picks that node, before the
 is written; the informer's view of the bound pod later confirms it. An assumed pod whose
 binding finished but is never confirmed expires after a TTL; a failed binding forgets it.
 
+Also keeps the pod-group state (scheduler.framework.podgroups) in step with every assume,
+forget, confirmation and removal, as kube's cache keeps podgroupstate; the informers add the
+unscheduled members and the group objects.
+
 Owns cluster state for scheduling; never calls the API, never decides placement.
 """
 
@@ -15,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.podgroups import PodGroupStates
 from scheduler.framework.types import NodeInfo
 from scheduler.model.objects import Node, Pod
 
@@ -45,6 +50,7 @@ class Cache:
         self._image_sizes: dict[str, int] = {}
         self._images_changed = False
         self._last_generation = 0
+        self.pod_groups = PodGroupStates()
 
     # ---- bookkeeping -------------------------------------------------------------------
 
@@ -83,6 +89,7 @@ class Cache:
             raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache; cannot assume it")
         self._add_to_node(pod)
         self._pods[pod.uid] = _PodState(pod, assumed=True)
+        self.pod_groups.assume_pod(pod)
 
     def finish_binding(self, pod: Pod) -> None:
         """The Binding was written; start the assumed pod's expiry clock."""
@@ -100,6 +107,7 @@ class Cache:
             raise CacheError(f"pod {pod.key} was confirmed by the informer; it cannot be forgotten")
         self._remove_from_node(state.pod)
         del self._pods[pod.uid]
+        self.pod_groups.forget_pod(state.pod)
 
     def is_assumed(self, uid: str) -> bool:
         state = self._pods.get(uid)
@@ -107,6 +115,7 @@ class Cache:
 
     def add_pod(self, pod: Pod) -> None:
         """The informer saw a pod assigned to a node (confirms an assumed one)."""
+        self.pod_groups.add_pod(pod)
         state = self._pods.get(pod.uid)
         if state is not None:
             if state.pod.node_name != pod.node_name or state.assumed:
@@ -128,11 +137,13 @@ class Cache:
         self._remove_from_node(state.pod)
         self._add_to_node(pod)
         state.pod = pod
+        self.pod_groups.add_pod(pod)
 
     def remove_pod(self, uid: str) -> None:
         state = self._pods.pop(uid, None)
         if state is not None:
             self._remove_from_node(state.pod)
+            self.pod_groups.remove_pod(state.pod)
 
     def get_pod(self, uid: str) -> Pod | None:
         state = self._pods.get(uid)

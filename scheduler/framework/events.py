@@ -19,6 +19,9 @@ ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD)
 ASSIGNED_POD_DELETE = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)
 UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD)
 UNSCHEDULED_POD_UPDATE = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE)
+POD_GROUP_ADD = ClusterEvent(EventResource.POD_GROUP, ActionType.ADD)
+POD_GROUP_UPDATE = ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE)
+POD_GROUP_DELETE = ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE)
 
 # Special labels of scheduler_queue_incoming_pods_total (not cluster events).
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.features import FeatureGates
+from scheduler.framework.podgroups import PodGroupState, PodGroupStates
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -18,6 +19,8 @@ from scheduler.framework.types import (
     NodeInfo,
     NodeScore,
     NodeToStatus,
+    Placement,
+    PlacementProgress,
     PreFilterResult,
     QueuedPodInfo,
     Status,
@@ -128,6 +131,11 @@ class Handle(Protocol):
         ...
 
     @property
+    def pod_groups(self) -> PodGroupStates:
+        """Pod-group state (kube's PodGroupManager): members, assumed and bound counts, group objects."""
+        ...
+
+    @property
     def nominator(self) -> PodNominator: ...
     @property
     def pdbs(self) -> PdbLister: ...
@@ -227,6 +235,37 @@ class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Must be idempotent: it may run for a pod whose reserve never ran or failed."""
+        ...
+
+
+class PlacementFeasiblePlugin(Plugin, Protocol):
+    def placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
+        """During a pod-group cycle: None when the group's constraints are met, Wait while they may
+        still be, Unschedulable once they cannot be (the cycle stops early)."""
+        ...
+
+
+class PlacementGeneratePlugin(Plugin, Protocol):
+    def generate_placements(self, group: PodGroupState, parent: Placement) -> tuple[list[Placement], Status | None]:
+        """The placements (node subsets) of `parent` to try the group on (TopologyAwareWorkloadScheduling)."""
+        ...
+
+
+class PlacementScorePlugin(Plugin, Protocol):
+    def score_placement(
+        self, group: PodGroupState, placement: Placement, assignments: Sequence[tuple[Pod, str]]
+    ) -> tuple[int, Status | None]:
+        """A score for a feasible placement, from the members placed in it ((pod, node) pairs)."""
+        ...
+
+    def normalize_placement_scores(self, group: PodGroupState, scores: list[int]) -> Status | None:
+        """Rewrite the scores in place to 0-100 (kube's NormalizePlacementScore)."""
+        ...
+
+
+class PodGroupPostFilterPlugin(Plugin, Protocol):
+    def pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
+        """After an Unschedulable pod-group cycle: make room for the group (preemption), or say why not."""
         ...
 
 

@@ -29,7 +29,11 @@ from scheduler.framework.interface import (
     FilterPlugin,
     NamespaceLister,
     PermitPlugin,
+    PlacementFeasiblePlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
+    PodGroupPostFilterPlugin,
     PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
@@ -43,6 +47,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
     SnapshotLister,
 )
+from scheduler.framework.podgroups import PodGroupState, PodGroupStates
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -53,6 +58,8 @@ from scheduler.framework.types import (
     NodeInfo,
     NodeScore,
     NodeToStatus,
+    Placement,
+    PlacementProgress,
     PreFilterResult,
     QueuedPodInfo,
     Status,
@@ -79,6 +86,10 @@ POINT_METHODS = {
     "preBind": "pre_bind",
     "bind": "bind",
     "postBind": "post_bind",
+    # The pod-group cycle's points (kube 1.37; GenericWorkload and TopologyAwareWorkloadScheduling).
+    "placementGenerate": "generate_placements",
+    "placementScore": "score_placement",
+    "podGroupPostFilter": "pod_group_post_filter",
 }
 
 # kube-scheduler's extension points in the order a pod meets them (config validates names against it).
@@ -256,9 +267,11 @@ class FrameworkHandle:
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
         feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
+        pod_groups: PodGroupStates | None = None,
     ) -> None:
         self._client = client
         self._feature_gates = feature_gates
+        self._pod_groups = pod_groups if pod_groups is not None else PodGroupStates()
         self._volumes = volumes if volumes is not None else VolumeStore()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
@@ -307,6 +320,10 @@ class FrameworkHandle:
     @property
     def feature_gates(self) -> FeatureGates:
         return self._feature_gates
+
+    @property
+    def pod_groups(self) -> PodGroupStates:
+        return self._pod_groups
 
     @property
     def namespaces(self) -> NamespaceLister:
@@ -448,8 +465,12 @@ class Framework:
         handle: FrameworkHandle,
         percentage_of_nodes_to_score: int | None = None,
         events: Mapping[str, Sequence[ClusterEventWithHint]] | None = None,
+        placement_feasible: Sequence[PlacementFeasiblePlugin] = (),
     ) -> None:
         self.profile_name = profile_name
+        # Not a configurable point in kube either: GangScheduling is the one such plugin, taken from
+        # the profile when GenericWorkload is on (scheduler.profile).
+        self.placement_feasible_plugins = list(placement_feasible)
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         get = plugins.get
@@ -468,6 +489,10 @@ class Framework:
         self.pre_bind_plugins = cast(list[PreBindPlugin], list(get("preBind", ())))
         self.bind_plugins = cast(list[BindPlugin], list(get("bind", ())))
         self.post_bind_plugins = cast(list[PostBindPlugin], list(get("postBind", ())))
+        self.placement_generate_plugins = cast(list[PlacementGeneratePlugin], list(get("placementGenerate", ())))
+        self.placement_score_plugins = cast(list[PlacementScorePlugin], list(get("placementScore", ())))
+        self.placement_score_weights = {p.name: score_weights.get(p.name, 1) for p in self.placement_score_plugins}
+        self.pod_group_post_filter_plugins = cast(list[PodGroupPostFilterPlugin], list(get("podGroupPostFilter", ())))
         if not self.bind_plugins:
             raise FrameworkError(f"profile {profile_name!r}: at least one bind plugin must be enabled")
         self.score_weights = {p.name: score_weights.get(p.name, 1) for p in self.score_plugins}
@@ -868,6 +893,100 @@ class Framework:
                 self._plugin_raised("Unreserve", plugin.name, pod, exc)
             metrics.observe_plugin(state, metrics.UNRESERVE, plugin.name, None, plugin_started)
 
+    def run_placement_feasible(self, group: PodGroupState, progress: PlacementProgress) -> Status | None:
+        """kube's RunPlacementFeasiblePlugins: Unschedulable stops at once; Wait is remembered while
+        the rest run; anything else is an Error naming the plugin."""
+        result: Status | None = None
+        for plugin in self.placement_feasible_plugins:
+            try:
+                status = plugin.placement_feasible(group, progress)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is None or status.code == Code.SUCCESS:
+                continue
+            if status.code == Code.WAIT:
+                result = status.with_plugin(plugin.name)
+                continue
+            if status.code == Code.UNSCHEDULABLE:
+                return status.with_plugin(plugin.name)
+            if status.code == Code.ERROR:
+                error = FrameworkError(f"running PlacementFeasible plugin: {status.message}")
+                return Status.as_error(error, plugin.name)
+            error = FrameworkError(f"unexpected status from PlacementFeasible plugin: {status.code.name}")
+            return Status.as_error(error, plugin.name)
+        return result
+
+    def run_placement_generate(
+        self, group: PodGroupState, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[Placement], Status | None]:
+        """kube's RunPlacementGeneratePlugins: the first generator splits the whole cluster; without one
+        the cluster is the one placement."""
+        parent = Placement("", tuple(nodes))
+        if not self.placement_generate_plugins:
+            return [parent], None
+        plugin = self.placement_generate_plugins[0]
+        try:
+            placements, status = plugin.generate_placements(group, parent)
+        except Exception as exc:
+            placements, status = [], Status.as_error(exc)
+        if status is not None and status.code != Code.SUCCESS:
+            return [], status.with_plugin(plugin.name)
+        if not placements:
+            return [], Status.unschedulable("no feasible placements found", plugin=plugin.name)
+        return placements, None
+
+    def run_placement_score(
+        self, group: PodGroupState, candidates: Sequence[tuple[Placement, Sequence[tuple[Pod, str]]]]
+    ) -> tuple[list[int], Status | None]:
+        """kube's RunPlacementScorePlugins: each plugin scores every placement, normalizes, then the
+        weighted sum per placement."""
+        totals = [0] * len(candidates)
+        for plugin in self.placement_score_plugins:
+            scores: list[int] = []
+            for placement, assignments in candidates:
+                try:
+                    score, status = plugin.score_placement(group, placement, assignments)
+                except Exception as exc:
+                    score, status = 0, Status.as_error(exc)
+                if status is not None and status.code != Code.SUCCESS:
+                    error = FrameworkError(
+                        f'running PlacementScore plugins: plugin "{plugin.name}" failed with: {status.message}'
+                    )
+                    return [], Status.as_error(error, plugin.name)
+                scores.append(score)
+            status = plugin.normalize_placement_scores(group, scores)
+            if status is not None and status.code != Code.SUCCESS:
+                error = FrameworkError(
+                    f'running NormalizePlacementScore on PlacementScore plugins: plugin "{plugin.name}" failed with: '
+                    f"{status.message}"
+                )
+                return [], Status.as_error(error, plugin.name)
+            weight = self.placement_score_weights[plugin.name]
+            totals = [total + score * weight for total, score in zip(totals, scores, strict=True)]
+        return totals, None
+
+    def run_pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
+        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins;
+        Unschedulable reasons are gathered; anything else is an Error naming the plugin."""
+        reasons: list[str] = []
+        rejector = ""
+        for plugin in self.pod_group_post_filter_plugins:
+            try:
+                status = plugin.pod_group_post_filter(group, members)
+            except Exception as exc:
+                status = Status.as_error(exc)
+            if status is None or status.code == Code.SUCCESS:
+                return status
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return status.with_plugin(plugin.name)
+            if status.code == Code.UNSCHEDULABLE:
+                reasons.extend(status.reasons)
+                rejector = rejector or plugin.name
+                continue
+            error = FrameworkError(f'error in "{plugin.name}" PodGroupPostFilter plugins: {status.message}')
+            return Status.as_error(error, plugin.name)
+        return Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
+
     @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         """None to go on, Wait when some plugin holds the pod, or the rejecting status."""
@@ -975,5 +1094,8 @@ class Framework:
             "preBind": self.pre_bind_plugins,
             "bind": self.bind_plugins,
             "postBind": self.post_bind_plugins,
+            "placementGenerate": self.placement_generate_plugins,
+            "placementScore": self.placement_score_plugins,
+            "podGroupPostFilter": self.pod_group_post_filter_plugins,
         }
         return {point: [p.name for p in plugins] for point, plugins in points.items()}

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from scheduler.framework.podgroups import GroupKey
 from scheduler.model.objects import Node, Pod, Resource
 from scheduler.model.quantity import go_add
 
@@ -216,6 +217,10 @@ class EventResource(enum.StrEnum):
     CSI_DRIVER = "storage.k8s.io/CSIDriver"
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+    POD_GROUP = "scheduling.k8s.io/PodGroup"
+    # A custom resource is named <plural>.<version>.<group> (kube's convention for out-of-tree
+    # plugins' events): scheduler-plugins' PodGroup, which Coscheduling registers for.
+    SCHEDULER_PLUGINS_POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
     WILDCARD = "*"
 
 
@@ -413,6 +418,21 @@ class FitError(Exception):
         return message
 
 
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+class NoNodesAvailable(Exception):
+    """The snapshot has no node at all (kube's ErrNoNodesAvailable)."""
+
+    def __str__(self) -> str:
+        return NO_NODES_AVAILABLE
+
+
+class PluginError(RuntimeError):
+    """A plugin answered with an Error status (often a pod field it cannot parse): its message says
+    what is wrong, so it is logged as one line, not with a traceback."""
+
+
 def plugin_list(names: Iterable[str]) -> str:
     """Plugin names as kube-scheduler prints a Go string slice: [A B]."""
     return "[" + " ".join(sorted(names)) + "]"
@@ -434,3 +454,35 @@ class QueuedPodInfo:
     error_backoff: bool = False
     # Moved out of the unschedulable pool by the leftover flush (scheduler_pod_scheduled_after_flush_total).
     was_flushed_from_unschedulable: bool = False
+
+
+def pod_group_member_order(info: QueuedPodInfo) -> tuple[int, int, float, str]:
+    """kube's PodGroupMemberPodsOrderingFunc as a sort key: higher priority first, then more
+    attempts (older members), then the earlier queue timestamp, then the name."""
+    return (-info.pod.priority, -info.attempts, info.timestamp, info.pod.name)
+
+
+@dataclass(slots=True)
+class QueuedPodGroupInfo:
+    """A pod group popped as one entity: the group's key and its queued members in kube's order."""
+
+    key: GroupKey
+    members: list[QueuedPodInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementProgress:
+    """Where a pod-group cycle stands (kube's framework.PlacementProgress): members still to try, and
+    members scheduled (already assumed or bound before the cycle, plus those placed in it)."""
+
+    remaining: int
+    scheduled: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A set of nodes a pod group is tried on as if they were the whole cluster (kube's fwk.Placement);
+    the name is the topology domain (empty for the whole cluster)."""
+
+    name: str
+    nodes: tuple[NodeInfo, ...]

@@ -9,6 +9,13 @@
 Events that arrive while a pod is being scheduled ("in flight") are remembered and replayed
 against it when it comes back unschedulable, so no wake-up is lost.
 
+Pod-group members (GenericWorkload: `group_of` names a pod's group) wait here pod by pod, gated
+by PreEnqueue like any pod, but leave as one entity: `take_group` hands the popped member's
+whole queued group to the pod-group cycle. Members that come back from that cycle, and members
+that arrive while it runs, are held until `add_attempted_group` requeues them together (kube's
+pendingPodGroupPods and AddAttemptedPodGroupIfNeeded: backoffQ or activeQ, not the unschedulable
+pool). A gated member does not travel with its group.
+
 Owns queue state only; never calls the API, never runs Filter/Score plugins.
 """
 
@@ -33,16 +40,19 @@ from scheduler.framework.events import (
     UNSCHEDULED_POD_ADD,
     pod_scheduling_properties_change,
 )
+from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventObject,
     EventResource,
+    QueuedPodGroupInfo,
     QueuedPodInfo,
     QueueingHint,
     QueueingHintFn,
     Status,
+    pod_group_member_order,
 )
 from scheduler.model.objects import Pod
 
@@ -89,6 +99,7 @@ class MonotonicClock:
 
 
 LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
+GroupOf = Callable[[Pod], GroupKey | None]
 PreEnqueueFn = Callable[[Pod], Status | None]
 
 
@@ -140,6 +151,7 @@ class PriorityQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_in_unschedulable: float = 300.0,
+        group_of: GroupOf | None = None,
     ) -> None:
         self._profiles = dict(profiles)
         # Every event some profile's plugin registered: others are dropped before any pod is looked at.
@@ -168,6 +180,12 @@ class PriorityQueue:
         self.scheduling_cycle = 0
         self._wakeup: asyncio.Event | None = None
         self._closed = False
+        self._group_of = group_of
+        # Members known to the queue (queued or in flight), by group and by pod.
+        self._group_members: dict[GroupKey, set[str]] = {}
+        self._member_group: dict[str, GroupKey] = {}
+        # Groups in a pod-group cycle -> members handed back (or newly arrived) meanwhile.
+        self._groups_in_flight: dict[GroupKey, list[QueuedPodInfo]] = {}
         self._update_gauges()
 
     # ---- sizes and lookups -------------------------------------------------------------
@@ -288,12 +306,28 @@ class PriorityQueue:
 
     def add(self, pod: Pod, old: Pod | None = None) -> None:
         """An unscheduled pod appeared or (with `old`, its previous version) changed."""
-        if pod.uid in self._in_flight or self.get(pod.uid) is not None:
+        if pod.uid in self._in_flight or self.get(pod.uid) is not None or self._held(pod.uid) is not None:
             self.update(pod, old)
             return
         now = self._clock.now()
-        self._push_active(QueuedPodInfo(pod=pod, timestamp=now), UNSCHEDULED_POD_ADD.label)
+        info = QueuedPodInfo(pod=pod, timestamp=now)
+        key = self._group_of(pod) if self._group_of is not None else None
+        if key is not None:
+            self._group_members.setdefault(key, set()).add(pod.uid)
+            self._member_group[pod.uid] = key
+            held = self._groups_in_flight.get(key)
+            if held is not None:
+                # Its group is being scheduled: it joins the group when the group is requeued.
+                held.append(info)
+                return
+        self._push_active(info, UNSCHEDULED_POD_ADD.label)
         self._update_gauges()
+
+    def _held(self, uid: str) -> QueuedPodInfo | None:
+        """A member held for its in-flight group, if `uid` is one."""
+        key = self._member_group.get(uid)
+        held = self._groups_in_flight.get(key) if key is not None else None
+        return next((info for info in held if info.pod.uid == uid), None) if held else None
 
     async def pop(self) -> QueuedPodInfo | None:
         """Wait for the next pod to try; None once the queue is closed."""
@@ -319,6 +353,49 @@ class PriorityQueue:
         self._in_flight[info.pod.uid] = self._event_log_base + len(self._event_log)
         self._update_gauges()
         return info
+
+    def take_group(self, info: QueuedPodInfo) -> QueuedPodGroupInfo | None:
+        """If the popped pod is a pod-group member, its group as one entity: every member waiting in
+        any sub-queue (gated ones excepted) joins it, in flight from now on. None for other pods."""
+        key = self._member_group.get(info.pod.uid)
+        if key is None:
+            return None
+        members = [info]
+        position = self._in_flight.get(info.pod.uid, self._event_log_base + len(self._event_log))
+        for uid in sorted(self._group_members.get(key, ())):
+            if uid == info.pod.uid or uid in self._in_flight:
+                continue
+            waiting = self._unschedulable.get(uid)
+            if waiting is not None and waiting.gated:
+                continue
+            member = self._remove_anywhere(uid)
+            if member is None:
+                continue
+            member.attempts += 1
+            self._in_flight[uid] = position
+            members.append(member)
+        members.sort(key=pod_group_member_order)
+        self._groups_in_flight[key] = []
+        self._update_gauges()
+        return QueuedPodGroupInfo(key, members)
+
+    def add_attempted_group(self, group: QueuedPodGroupInfo, succeeded: bool) -> None:
+        """The pod-group cycle ended: requeue the members it handed back and those that arrived
+        meanwhile, together: straight to activeQ after a success (the rest of the group), else to
+        the error backoffQ while backing off."""
+        held = self._groups_in_flight.pop(group.key, [])
+        now = self._clock.now()
+        for info in held:
+            info.timestamp = now
+            if succeeded:
+                self._push_active(info, SCHEDULE_ATTEMPT_FAILURE)
+                continue
+            # kube 1.37 records no rejector plugins on a pod-group entity, so a failed group waits its
+            # backoff out in full (the error backoffQ), never popped early by an idle queue.
+            info.error_backoff = True
+            self._requeue(info, SCHEDULE_ATTEMPT_FAILURE)
+        self._prune_event_log()
+        self._update_gauges()
 
     def _pop_active(self) -> QueuedPodInfo | None:
         while self._active:
@@ -372,6 +449,13 @@ class PriorityQueue:
         info.was_flushed_from_unschedulable = False
         # kube: a pod no plugin rejected (an error, or no nodes at all) waits in the error backoffQ.
         info.error_backoff = error or not (info.unschedulable_plugins or info.pending_plugins)
+        key = self._member_group.get(uid)
+        held = self._groups_in_flight.get(key) if key is not None else None
+        if held is not None:
+            if self._held(uid) is None:
+                held.append(info)
+            self._prune_event_log()
+            return "pending"
         if self.get(uid) is not None:
             self._prune_event_log()
             return self.where(uid) or ""
@@ -451,7 +535,7 @@ class PriorityQueue:
             return 0
         moved = 0
         for uid, info in list(self._unschedulable.items()):
-            if info.gated and event is not FORCE_ACTIVATE:
+            if info.gated and event is not FORCE_ACTIVATE and not self._gating_plugin_registered(info, event):
                 continue
             if pre_check is not None and not pre_check(info.pod):
                 continue
@@ -465,6 +549,11 @@ class PriorityQueue:
         if moved:
             self._update_gauges()
         return moved
+
+    def _gating_plugin_registered(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
+        """Whether the plugin gating the pod registered this event (kube re-runs PreEnqueue then)."""
+        events = self._profile(info.pod).events.get(info.gating_plugin, ())
+        return any(registered.event.matches(event) for registered in events)
 
     def flush_backoff_completed(self) -> int:
         """Move pods whose backoff expired to activeQ (runs every second)."""
@@ -526,6 +615,10 @@ class PriorityQueue:
         if uid in self._backoff_items:
             self._backoff_items[uid].info.pod = pod
             return
+        held = self._held(uid)
+        if held is not None:
+            held.pod = pod
+            return
         info = self._unschedulable.get(uid)
         if info is None:
             if uid in self._in_flight:
@@ -553,6 +646,16 @@ class PriorityQueue:
 
     def delete(self, uid: str) -> None:
         self._remove_anywhere(uid)
+        key = self._member_group.pop(uid, None)
+        if key is not None:
+            members = self._group_members.get(key)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._group_members[key]
+            held = self._groups_in_flight.get(key)
+            if held:
+                held[:] = [info for info in held if info.pod.uid != uid]
         self._in_flight.pop(uid, None)
         self._prune_event_log()
         self._update_gauges()

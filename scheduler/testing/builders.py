@@ -65,6 +65,11 @@ class PodBuilder:
         self._spec["nodeName"] = name
         return self
 
+    def pod_group(self, name: str) -> PodBuilder:
+        """Member of the PodGroup `name` (spec.schedulingGroup.podGroupName, GenericWorkload)."""
+        self._spec["schedulingGroup"] = {"podGroupName": name}
+        return self
+
     def nominated_node(self, name: str) -> PodBuilder:
         self.raw["status"]["nominatedNodeName"] = name
         return self

@@ -87,6 +87,18 @@ def test_values_reach_the_deployment() -> None:
     assert chart.find(docs, "PrometheusRule")["spec"]["groups"][0]["name"] == "secondary-scheduler"
 
 
+def test_feature_gates_reach_the_args_and_generic_workload_the_role() -> None:
+    docs = chart.documents(chart.render(values={"featureGates": {"GenericWorkload": True, "DRADeviceTaints": True}}))
+    assert "--feature-gates=DRADeviceTaints=true,GenericWorkload=true" in chart.scheduler_container(docs)["args"]
+    role = chart.find(docs, "ClusterRoleBinding")["roleRef"]["name"]
+    rules = chart.find(docs, "ClusterRole", role)["rules"]
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "verbs": ["list", "watch"]} in rules
+    assert {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups/status"], "verbs": ["patch"]} in rules
+    default = chart.documents(chart.render())
+    assert not [a for a in chart.scheduler_container(default)["args"] if a.startswith("--feature-gates")]
+    assert "scheduling.k8s.io" not in str(chart.find(default, "ClusterRole", role)["rules"])
+
+
 def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts() -> None:
     profiles = [
         {
@@ -108,3 +120,34 @@ def test_configured_profiles_render_into_a_configuration_the_scheduler_accepts()
     default = yaml.safe_load(chart.config_file(chart.documents(chart.render())))
     assert default["profiles"] == [{"schedulerName": "secondary-scheduler"}]
     assert parse_config(default).profiles[0].scheduler_name == "secondary-scheduler"
+
+
+# scheduler-plugins' manifests/coscheduling/scheduler-config.yaml profile, as an operator brings it.
+AS_A_SECOND_SCHEDULER_PROFILE = {
+    "schedulerName": "gangs",
+    "plugins": {
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+    },
+    "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}],
+}
+
+
+def test_coscheduling_values_grant_podgroup_reads_and_install_the_crd() -> None:
+    assert "scheduling.x-k8s.io" not in chart.render()
+    values = {
+        "coscheduling": {"enabled": True, "installCRD": True},
+        "config": {"profiles": [AS_A_SECOND_SCHEDULER_PROFILE]},
+    }
+    docs = chart.documents(chart.render(values=values))
+    crd = chart.find(docs, "CustomResourceDefinition")
+    assert crd["metadata"]["name"] == "podgroups.scheduling.x-k8s.io"
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    rules = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": ["list", "watch"]} in rules
+    config = parse_config(yaml.safe_load(chart.config_file(docs)))
+    scheduler = build_scheduler(config, in_tree_registry(), FakeApiClient(), {})
+    assert scheduler.frameworks["gangs"].queue_sort.name == "Coscheduling"
+    # RBAC without the CRD: for clusters where scheduler-plugins or a training operator installed it.
+    docs = chart.documents(chart.render(values={"coscheduling": {"enabled": True}}))
+    assert not [d for d in docs if d["kind"] == "CustomResourceDefinition"]

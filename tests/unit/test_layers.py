@@ -35,7 +35,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "plugins.registry",
         ),
     ),
-    ("controller", ("scheduler.informers", "scheduler.schedule_one", "scheduler.nominator")),
+    (
+        "controller",
+        ("scheduler.informers", "scheduler.schedule_one", "scheduler.schedule_one_podgroup", "scheduler.nominator"),
+    ),
     ("plugins", ("plugins",)),
     ("backend", ("scheduler.queue", "scheduler.cache")),
     ("framework", ("scheduler.framework",)),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from harness.workload import registry_value
+from harness.controlplane import free_ports
+from harness.workload import metric_value, registry_value
 
 
 def _registry() -> tuple[CollectorRegistry, Counter, Histogram]:
@@ -37,3 +38,21 @@ def test_a_name_no_family_carries_fails_instead_of_reading_zero(name: str) -> No
     registry, _, _ = _registry()
     with pytest.raises(AssertionError, match="no metric family"):
         registry_value(registry, name)
+
+
+def test_metric_value_reads_a_served_family_before_its_first_child_as_zero() -> None:
+    """The race a cluster test met: the first scrape came before the first attempt, when the labelled
+    counter is exposed with its HELP and TYPE lines only."""
+    registry, counter, _ = _registry()
+    (port,) = free_ports(1)
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        assert metric_value(port, "demo_attempts_total", result="unschedulable") == 0.0
+        counter.labels("unschedulable").inc()
+        assert metric_value(port, "demo_attempts_total", result="unschedulable") == 1.0
+        with pytest.raises(AssertionError, match="no metric family"):
+            metric_value(port, "demo_attempt_total")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -10,6 +10,7 @@ from plugins.noderesourcesfit import NAME as FIT
 from plugins.noderesourcesfit import NodeResourcesFit, parse_args
 from plugins.prioritysort import PrioritySort
 from plugins.schedulinggates import SchedulingGates
+from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -271,3 +272,55 @@ def test_idle_pop_takes_a_rejected_pod_from_backoff_but_not_an_errored_one(queue
     head = queue.pop_nowait()
     assert head is not None
     assert head.pod.name == "fresh"
+
+
+# ---- pod groups (GenericWorkload): one entity at pop, held while in flight, requeued together ----
+
+
+def member(name: str, group: str, priority: int = 0) -> Pod:
+    raw = pod(name, priority).raw
+    return Pod.from_raw({**raw, "spec": {**raw["spec"], "schedulingGroup": {"podGroupName": group}}})
+
+
+@pytest.fixture
+def group_queue(clock: FakeClock) -> PriorityQueue:
+    profile = QueueProfile(less=PrioritySort().less, pre_enqueue=SchedulingGates().pre_enqueue, events={})
+    return PriorityQueue({"s": profile}, clock=clock, group_of=scheduling_group_key)
+
+
+def test_a_popped_member_brings_its_whole_group_in_kubes_member_order(group_queue: PriorityQueue) -> None:
+    for p in (member("b", "g"), member("a", "g", priority=5), pod("solo"), member("c", "g")):
+        group_queue.add(p)
+    first = group_queue.pop_nowait()
+    assert first is not None and first.pod.name == "a"
+    group = group_queue.take_group(first)
+    assert group is not None and str(group.key) == "ns/g"
+    # Higher priority first, then (same attempts) the earlier queue timestamp, then the name.
+    assert [m.pod.name for m in group.members] == ["a", "b", "c"]
+    assert all(m.attempts == 1 for m in group.members)
+    solo = group_queue.pop_nowait()
+    assert solo is not None and group_queue.take_group(solo) is None
+    assert group_queue.pop_nowait() is None
+
+
+def test_members_handed_back_or_arriving_in_flight_are_requeued_with_the_group(
+    group_queue: PriorityQueue, clock: FakeClock
+) -> None:
+    group_queue.add(member("a", "g"))
+    group_queue.add(member("b", "g"))
+    head = group_queue.pop_nowait()
+    assert head is not None
+    group = group_queue.take_group(head)
+    assert group is not None
+    group_queue.add(member("late", "g"))  # arrives while the group is being scheduled
+    group_queue.add(member("gone", "g"))
+    group_queue.delete("gone")
+    for info in group.members:
+        assert group_queue.add_unschedulable_if_not_present(info) == "pending"
+    assert group_queue.pop_nowait() is None  # nothing of the group is queued while it is in flight
+    group_queue.add_attempted_group(group, succeeded=False)
+    assert group_queue.pending()[BACKOFF_Q] == 2 and group_queue.pending()[ACTIVE_Q] == 1
+    assert group_queue.pop_nowait() is not None  # the newcomer has no backoff to wait out
+    clock.t += 10
+    group_queue.flush_backoff_completed()
+    assert group_queue.pending()[ACTIVE_Q] == 2
