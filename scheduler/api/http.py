@@ -45,8 +45,9 @@ MAX_RETRIES = 10
 MAX_RETRY_AFTER_SECONDS = 10
 # Failure reports (status patches) ride out an apiserver outage this long.
 OUTAGE_RETRY_SECONDS = 30.0
-# Connections of the bind lane: binds in flight at once (each a few ms on the apiserver).
-BIND_CONNECTIONS = 32
+# Connections of the bind lane: as many as the general pool, so that binds never have fewer than
+# when they shared it (kube-scheduler caps binds in flight nowhere).
+BIND_CONNECTIONS = 64
 
 
 @dataclass
