@@ -59,6 +59,7 @@ TABLE_HEADER = (
     "ours in kube's top set",
     "both in our replayed top set",
     "post-filter",
+    "groups agree",
     "result",
 )
 
@@ -96,10 +97,10 @@ class AgreementReport:
         for result in self.results:
             if result.status == "pending":
                 missing = ", ".join(result.scenario.pending_plugins(self.registered))
-                rows.append([result.scenario.name, *"-" * 6, f"pending ({missing} not registered)"])
+                rows.append([result.scenario.name, *"-" * 7, f"pending ({missing} not registered)"])
                 continue
             if result.status == "error":
-                rows.append([result.scenario.name, *"-" * 6, "ERROR"])
+                rows.append([result.scenario.name, *"-" * 7, "ERROR"])
                 continue
             c = result.counts()
             verdict = "agree" if result.agrees else "DISAGREE"
@@ -112,6 +113,7 @@ class AgreementReport:
                     f"{c.kube_top}/{c.kube_top_checks}",
                     f"{c.replay_top}/{c.replay_checks}",
                     str(c.post_filter),
+                    f"{c.groups_agreeing}/{c.groups}" if c.groups else "-",
                     verdict,
                 ]
             )
@@ -134,6 +136,7 @@ class AgreementReport:
             f"messages {c.messages}/{c.pods}, our node in kube-scheduler's top set {c.kube_top}/{c.kube_top_checks}, "
             f"both nodes in our replayed top set {c.replay_top}/{c.replay_checks}; {c.post_filter} messages had a "
             f"PostFilter part; kube-scheduler's final scores equal our replay's {c.scores_equal}/{c.scores_checks}"
+            + (f"; pod groups agreeing {c.groups_agreeing}/{c.groups}" if c.groups else "")
         )
 
     def _diffs(self) -> list[str]:
@@ -178,6 +181,10 @@ class AgreementReport:
             '("Calculated node\'s final score for pod"; a pod it did not score, having one feasible node or a',
             "batching hint, has its own node as the top set); and whether both schedulers' nodes are in our",
             "top-score set replayed over the cluster the pod met in that scheduler's run.",
+            "Per pod group (scheduling.k8s.io/v1beta1 PodGroups, the gang-* scenarios, run with GenericWorkload",
+            "on both sides): the verdict (bound, partly bound, unschedulable, pending), which members are bound,",
+            "the PodGroup's conditions (messages without their pod-group preemption part) and, with topology",
+            "constraints, that our members share one domain; its members are compared as pods too.",
             "",
             f"**Total**: {self._summary()}.",
         ]
@@ -190,7 +197,7 @@ class AgreementReport:
         out += [
             "",
             "| " + " | ".join(TABLE_HEADER) + " |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         out += ["| " + " | ".join(row) + " |" for row in self.table_rows()]
         diffs = self._diffs()
