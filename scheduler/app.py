@@ -473,7 +473,9 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     def rate_limiter() -> TokenBucket | None:
         return TokenBucket(connection_config.qps, connection_config.burst) if connection_config.qps > 0 else None
 
-    client = HttpApiClient(connection, rate_limiter=rate_limiter())
+    # Binds get a pool and a limiter of their own inside it: evictions, deletions and status patches
+    # never hold the connection or the token a bind waits for.
+    client = HttpApiClient(connection, rate_limiter=rate_limiter(), bind_rate_limiter=rate_limiter())
     # Its own small pool and limiter (as kube-scheduler's event client): Events never take a
     # connection or a token a bind or status patch is waiting for.
     event_client = HttpApiClient(

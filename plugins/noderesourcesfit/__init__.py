@@ -35,7 +35,7 @@ from plugins.noderesourcesfit.resource_allocation import (
 from plugins.noderesourcesfit.resource_allocation import ResourceSpec as ResourceSpec
 from scheduler.framework.dra import DEVICE_CLASS_PREFIX, DraManager
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ApiObject,
@@ -136,7 +136,7 @@ class NodeResourcesFit:
             state, pod, node_info, self.args.ignored_resources, self.args.ignored_resource_groups, self._delegate
         )
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
         return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------

@@ -9,11 +9,14 @@ a NodeInfo.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from plugins.helper.resource_allocation import is_extended_resource
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResult, StateKey, Status
 from scheduler.model.objects import Node, Pod, Resource
 from scheduler.model.quantity import go_add
@@ -109,17 +112,53 @@ def filter_node(
     return Status(code, tuple(r for r, _ in missing), plugin=NAME)
 
 
-def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+_KEYED_REASONS = ("Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
+
+
+@functools.cache
+def _status_of_key(key: int) -> Status:
+    """The Filter status of a rejection key (bit 0: too many pods; then per resource, lacking and
+    lacking even on an empty node); at most 2**7 of them, shared by every pod."""
+    reasons = ["Too many pods"] if key & 1 else []
+    unresolvable = False
+    for bit, reason in enumerate(_KEYED_REASONS):
+        if key >> (2 * bit + 1) & 1:
+            reasons.append(reason)
+            unresolvable = unresolvable or bool(key >> (2 * bit + 2) & 1)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(reasons), plugin=NAME)
+
+
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
     requests = _requests(state, pod)
     if any(requests.scalar.values()):
         return None  # extended resources: the per-node form handles them
     mask: BoolArray = table.pod_count < table.alloc_pods
+    if not requests.is_zero():
+        if requests.milli_cpu > 0:
+            mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
+        if requests.memory > 0:
+            mask &= requests.memory <= table.alloc_mem - table.req_mem
+        if requests.ephemeral_storage > 0:
+            mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
+    return FilterVerdicts(mask, functools.partial(_rejection_keys, requests, table), _status_of_key)
+
+
+def _rejection_keys(requests: Resource, table: NodeTable, rows: IntArray) -> IntArray:
+    """Per rejected row, the set of what it lacks as one bit per (reason, unresolvable) in
+    insufficient_resources' order; worked out only for the rows the scheduler reached."""
+    keys: IntArray = (table.pod_count[rows] >= table.alloc_pods[rows]).astype(np.int64)
     if requests.is_zero():
-        return mask
-    if requests.milli_cpu > 0:
-        mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
-    if requests.memory > 0:
-        mask &= requests.memory <= table.alloc_mem - table.req_mem
-    if requests.ephemeral_storage > 0:
-        mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
-    return mask
+        return keys
+    for bit, (request, alloc, used) in enumerate(
+        (
+            (requests.milli_cpu, table.alloc_cpu, table.req_cpu),
+            (requests.memory, table.alloc_mem, table.req_mem),
+            (requests.ephemeral_storage, table.alloc_eph, table.req_eph),
+        )
+    ):
+        if request > 0:
+            lacking = request > alloc[rows] - used[rows]
+            keys |= lacking.astype(np.int64) << (2 * bit + 1)
+            keys |= (lacking & (request > alloc[rows])).astype(np.int64) << (2 * bit + 2)
+    return keys

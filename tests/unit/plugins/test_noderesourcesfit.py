@@ -79,9 +79,9 @@ def run_filter(plugin: fit.NodeResourcesFit, pod: Pod, info: NodeInfo) -> Status
     assert result is None and status is None
     verdict = plugin.filter(state, pod, info)
     table = snapshot(info).table
-    mask = plugin.filter_batch(state, pod, table)
-    if mask is not None:
-        assert mask.tolist() == [verdict is None]
+    batch = plugin.filter_batch(state, pod, table)
+    if batch is not None:
+        assert (None if batch.passes[0] else batch.statuses(np.zeros(1, np.int64))[0]) == verdict
     return verdict
 
 
