@@ -235,10 +235,10 @@ def _report(plane: ControlPlane, core: Any, port: int) -> None:
         cpu = f"{used.milli_cpu / 1000:.2f}/{alloc.milli_cpu / 1000:.0f} ({cpu_pct}%)"
         mem = f"{used.memory / 2**30:.1f}/{alloc.memory / 2**30:.0f}Gi ({mem_pct}%)"
         print(f"{name:<14}{len(per_node[name]):>5}  {cpu:>27}  {mem:>30}")
-    condition = _gang_condition(plane) or {}
+    gang_condition = _gang_condition(plane) or {}
     print(
         f"\npod group {GANG}: {len(_gang_bound(core))}/{GANG_MEMBERS} members bound, "
-        f"PodGroupInitiallyScheduled={condition.get('status')} ({condition.get('reason')})"
+        f"PodGroupInitiallyScheduled={gang_condition.get('status')} ({gang_condition.get('reason')})"
     )
     pending = [p for p in pods if not p.spec.node_name]
     print(f"\npending pods: {len(pending)}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,10 +159,10 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
         informers.on_node("ADDED", node)
     for budget in cluster.get("pdbs", ()):
         informers.on_pdb("ADDED", budget)
-    for group in cluster.get("pod_groups", ()):
-        informers.on_pod_group("ADDED", group)
-    for group in cluster.get("scheduler_plugins_pod_groups", ()):
-        informers.on_scheduler_plugins_pod_group("ADDED", group)
+    for raw_group in cluster.get("pod_groups", ()):
+        informers.on_pod_group("ADDED", raw_group)
+    for raw_group in cluster.get("scheduler_plugins_pod_groups", ()):
+        informers.on_scheduler_plugins_pod_group("ADDED", raw_group)
     uid = (raw_pod.get("metadata") or {}).get("uid")
     for other in cluster.get("pods", ()):
         if (other.get("spec") or {}).get("nodeName") and (other.get("metadata") or {}).get("uid") != uid:
@@ -176,7 +176,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
     fw.handle.wire(dataclasses.replace(fw.handle.wiring, spawn=_discard))
     # The group first: its dry run reverts every assume it makes, and the pod's own cycle below must not
     # leave plugin memories (Coscheduling's failed-group backoff) for the group's run.
-    group = None if pod.node_name else explain_group(sched, fw, pod)
+    group_explanation = None if pod.node_name else explain_group(sched, fw, pod)
     sched.cache.update_snapshot(sched.snapshot)
     nodes = sched.snapshot.list()
     state = CycleState()
@@ -208,7 +208,7 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
             if post_status is not None:
                 diagnosis.post_filter_msg = post_status.message
         message = "FailedScheduling: " + str(FitError(pod, len(nodes), diagnosis))
-    return Explanation(pod.key, profile, pod.node_name, pre_status, verdicts, message, group)
+    return Explanation(pod.key, profile, pod.node_name, pre_status, verdicts, message, group_explanation)
 
 
 def _count_unscheduled_members(sched: Scheduler, pod: Pod, raw_pods: Any) -> None:
@@ -237,8 +237,10 @@ def _minimum(state: PodGroupState | None) -> tuple[int | None, str]:
         if group.min_count is None:
             return 1, "basic policy (no minCount)"
         return group.min_count, f"minCount {group.min_count}"
+    if not isinstance(group, Mapping):
+        return None, f"unknown group object {type(group).__name__}"
     try:
-        parsed = CoschedulingPodGroup.from_raw(state.key, group)  # type: ignore[arg-type]
+        parsed = CoschedulingPodGroup.from_raw(state.key, group)
     except InvalidObject as exc:
         return None, f"invalid: {exc}"
     return parsed.min_member, f"minMember {parsed.min_member}"

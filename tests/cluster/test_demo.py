@@ -1,7 +1,7 @@
-"""`make demo` as a newcomer's first run has it, the gang's story (waits whole, binds whole) included: from a control-plane cache that holds etcd,
-kube-apiserver and kwok and nothing else, with no Go toolchain to build anything more. A demo that
-asked for more (kube-scheduler, kubectl, helm, ...) would cost a fresh clone minutes of Go builds;
-here it fails at once instead.
+"""`make demo` as a newcomer's first run has it (the gang's story included: waits whole, binds whole):
+from a control-plane cache that holds etcd, kube-apiserver and kwok and nothing else, with no Go
+toolchain to build anything more. A demo that asked for more (kube-scheduler, kubectl, helm, ...)
+would cost a fresh clone minutes of Go builds; here it fails at once instead.
 """
 
 from __future__ import annotations
