@@ -58,6 +58,17 @@ _SUPERVISOR_RESTARTS = 5
 # this apiserver, configured without client CAs, never writes, and log an error for it every few
 # seconds); health and metrics are open to anyone on loopback instead.
 _COMPONENT_SERVING_ARGS = ("--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",)
+# Workload-Aware Scheduling (beta, off by default in v1.37.2): the gate on the apiserver and on
+# kube-scheduler, and the API group version the apiserver must serve for Workloads and PodGroups.
+GENERIC_WORKLOAD_GATES: Mapping[str, bool] = {"GenericWorkload": True}
+WORKLOAD_API_RUNTIME_CONFIG: Mapping[str, str] = {"scheduling.k8s.io/v1beta1": "true"}
+
+
+def feature_gate_args(gates: Mapping[str, bool]) -> list[str]:
+    """`--feature-gates=A=true,B=false` as every Kubernetes component takes it ([] when none)."""
+    if not gates:
+        return []
+    return ["--feature-gates=" + ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))]
 
 
 class ControlPlaneError(RuntimeError):
@@ -322,19 +333,19 @@ class ControlPlane:
         """`apiserver_version`: run that kube-apiserver instead of the pinned K8S_VERSION; only
         K8S_COMPAT_VERSION is built (`kube-apiserver-<version>` in the bin folder).
         `feature_gates` / `runtime_config`: the apiserver's --feature-gates and --runtime-config,
-        e.g. {"GenericWorkload": True} and {"scheduling.k8s.io/v1beta1": "true"} for PodGroups."""
+        e.g. GENERIC_WORKLOAD_GATES and WORKLOAD_API_RUNTIME_CONFIG for Workloads and PodGroups;
+        `feature_gates` is also the default --feature-gates of the kube-scheduler it starts."""
         self._requested_workdir = workdir
         self._apiserver_version = apiserver_version
         self.keep = keep
         self._with_kwok = kwok
         self._apiserver_args = list(apiserver_args)
-        if feature_gates:
-            gates = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(feature_gates.items()))
-            self._apiserver_args.append(f"--feature-gates={gates}")
+        self._apiserver_args += feature_gate_args(feature_gates or {})
         if runtime_config:
             self._apiserver_args.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in runtime_config.items()))
         self._apiserver_verbosity = apiserver_verbosity
         self._audit_policy = audit_policy
+        self.feature_gates: dict[str, bool] = dict(feature_gates or {})
         self.ready_timeout = ready_timeout
         self._lock = threading.RLock()
         self._processes: list[ManagedProcess] = []
@@ -750,8 +761,11 @@ class ControlPlane:
         verbosity: int = 2,
         extra_args: Sequence[str] = (),
         timeout: float = 30.0,
+        feature_gates: Mapping[str, bool] | None = None,
     ) -> ManagedProcess:
         """kube-scheduler with one profile named `scheduler_name`; returns once /healthz is OK.
+
+        `feature_gates`: its --feature-gates (default: the control plane's own `feature_gates`).
 
         `extra_config` is merged into the KubeSchedulerConfiguration (mappings merge, lists such
         as `profiles` are replaced: a replacement must name its schedulerName itself).
@@ -778,6 +792,7 @@ class ControlPlane:
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
                 *_COMPONENT_SERVING_ARGS,
+                *feature_gate_args(self.feature_gates if feature_gates is None else feature_gates),
                 f"--v={verbosity}",
                 *extra_args,
             ],

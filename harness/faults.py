@@ -4,7 +4,11 @@ check every fault test ends with, and the results table (tests/faults/RESULTS.md
 Owns: what "nothing lost, nothing undone" means, written once — every pod bound exactly once or
 PodScheduled=False with a FailedScheduling event (core/v1 or events.k8s.io/v1), no node's summed
 requests over its allocatable (all schedulers' pods), no assumed pod left, the queue holding just
-the pods that cannot fit, the metrics matching what happened. Each test runs inside fault_run,
+the pods that cannot fit, the metrics matching what happened; and for pod groups
+(scheduling.k8s.io/v1beta1 PodGroups): no gang partly bound (fewer than minCount members bound
+while others wait), no gang left wholly unbound while enough of its members fit together (two
+gangs that together do not fit: one is placed whole), and members held before the queue only
+while their group has fewer than minCount members (upstream's PreEnqueue). Each test runs inside fault_run,
 which writes its row whatever happens: every problem found (a broken invariant, a replica that
 hangs on SIGTERM, a traceback in a log, the test stopping on an exception) is in the row, in
 RESULTS.json and RESULTS.md alike, and fails the test. Must never: mock anything, sleep for a fixed
@@ -46,6 +50,7 @@ FITTING_CPU = "180m"
 UNFITTING_PODS = 10
 UNFITTING_CPU = "3"
 POD_MEMORY = "128Mi"
+PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
 
 
 # ---- scheduler replicas ------------------------------------------------------------------------
@@ -281,6 +286,115 @@ class PodStream(threading.Thread):
             raise AssertionError(f"pod stream did not finish within {timeout}s ({self.created}/{self.total})")
 
 
+def gang_spec(name: str, members: int, min_count: int, cpu: str) -> tuple[Any, list[Any]]:
+    """A gang PodGroup and its member pods (pause, these requests), raw: spec.schedulingGroup is newer
+    than the `kubernetes` client's models."""
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+    container = {
+        "name": "c",
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": cpu, "memory": POD_MEMORY}},
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{i}", "labels": {"app": name}},
+            "spec": {
+                "schedulingGroup": {"podGroupName": name},
+                "terminationGracePeriodSeconds": 0,
+                "containers": [container],
+            },
+        }
+        for i in range(members)
+    ]
+    return group, pods
+
+
+class GangStream(threading.Thread):
+    """Creates gangs at `rate` gangs per second: each PodGroup, then its members (as upstream's
+    scheduler_perf podgroup workloads do), or with `interleave` every gang's PodGroup first and then
+    the members round-robin (a-0, b-0, a-1, ...: the order that deadlocks per-pod gang schedulers).
+    A failed create is retried until it lands."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        namespace: str,
+        scheduler_name: str,
+        gangs: Sequence[tuple[str, int, int, str]],  # name, members, minCount, cpu per member
+        *,
+        rate: float = 4.0,
+        interleave: bool = False,
+    ) -> None:
+        super().__init__(name="gang-stream", daemon=True)
+        self.plane, self.namespace, self.rate = plane, namespace, rate
+        self.specs = [gang_spec(*gang) for gang in gangs]
+        for _group, pods in self.specs:
+            for pod in pods:
+                pod["spec"]["schedulerName"] = scheduler_name
+        self.interleave = interleave
+        self.created = 0  # pods
+        self.create_errors = 0
+        self._halt = threading.Event()
+
+    @property
+    def total(self) -> int:
+        return sum(len(pods) for _group, pods in self.specs)
+
+    def members(self, gang: str) -> list[str]:
+        return next([p["metadata"]["name"] for p in pods] for g, pods in self.specs if g["metadata"]["name"] == gang)
+
+    def _create(self, plural: str, body: Any) -> None:
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        if plural == "podgroups":
+            path = PODGROUPS_PATH.format(namespace=self.namespace)
+        while not self._halt.is_set():
+            try:
+                status, _ = self.plane.http_request("POST", path, body, timeout=10)
+            except OSError:
+                status = 0
+            if status in (201, 409):  # 409: created by the attempt whose answer was lost
+                return
+            self.create_errors += 1
+            self._halt.wait(0.2)
+
+    def run(self) -> None:
+        began = time.monotonic()
+        if self.interleave:
+            for group, _pods in self.specs:
+                self._create("podgroups", group)
+            longest = max(len(pods) for _group, pods in self.specs)
+            for i in range(longest):
+                for _group, pods in self.specs:
+                    if i < len(pods):
+                        self._create("pods", pods[i])
+                        self.created += 1
+            return
+        for index, (group, pods) in enumerate(self.specs):
+            pause = began + index / self.rate - time.monotonic()
+            if pause > 0 and self._halt.wait(pause):
+                return
+            self._create("podgroups", group)
+            for pod in pods:
+                self._create("pods", pod)
+                self.created += 1
+
+    def wait_created(self, count: int, timeout: float = 120) -> None:
+        wait_for(lambda: self.created >= count, timeout=timeout, what=f"{count} gang members created")
+
+    def finish(self, timeout: float = 180) -> None:
+        self.join(timeout)
+        if self.is_alive():
+            self._halt.set()
+            raise AssertionError(f"gang stream did not finish within {timeout}s ({self.created}/{self.total})")
+
+
 # ---- the invariant check, written once ---------------------------------------------------------
 
 
@@ -296,6 +410,8 @@ class Outcome:
     double_bound: int = 0
     recover_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    groups: int = 0  # PodGroups in the namespace
+    partly_bound_groups: int = 0
 
 
 def _get(plane: ControlPlane, path: str) -> Any:
@@ -353,6 +469,105 @@ def _fits_somewhere(pod: Pod, nodes: Sequence[Node], used: dict[str, Resource], 
         ):
             return node.name
     return ""
+
+
+# ---- pod groups ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupCheck:
+    """The pod-group invariants over one namespace's final state: the problems, the groups checked,
+    how many were partly bound, and the members legitimately held before the queue (their group
+    has fewer than minCount members, so upstream's GangScheduling never lets them in)."""
+
+    problems: tuple[str, ...] = ()
+    groups: int = 0
+    partly_bound: int = 0
+    held: frozenset[str] = frozenset()  # pod keys
+
+
+def _group_name(pod: Any) -> str:
+    return str(((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") or "")
+
+
+def _fit_together(members: Sequence[Pod], count: int, nodes: Sequence[Node], used: dict[str, Resource],
+                  counts: dict[str, int]) -> dict[str, str]:  # fmt: skip
+    """`count` of `members` placed first-fit, biggest first, on what the nodes have free ({} when
+    first-fit finds no way: it may miss one, never invents one)."""
+    used = {name: r.copy() for name, r in used.items()}
+    counts = dict(counts)
+    placed: dict[str, str] = {}
+    for pod in sorted(members, key=lambda p: (-p.requests.milli_cpu, -p.requests.memory)):
+        node = _fits_somewhere(pod, nodes, used, counts)
+        if not node:
+            continue
+        used.setdefault(node, Resource()).add(pod.requests)
+        counts[node] = counts.get(node, 0) + 1
+        placed[pod.name] = node
+        if len(placed) == count:
+            return placed
+    return {}
+
+
+def held_members(pods: Sequence[Any], pod_groups: Sequence[Any]) -> set[str]:
+    """Keys of the pods waiting for their gang to have minCount members (none of them bound)."""
+    held: set[str] = set()
+    for group in pod_groups:
+        meta = group["metadata"]
+        gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+        members = [p for p in _members(pods, meta) if not p["metadata"].get("deletionTimestamp")]
+        if gang and len(members) < int(gang["minCount"]) and not any(p["spec"].get("nodeName") for p in members):
+            held |= {f"{meta['namespace']}/{p['metadata']['name']}" for p in members}
+    return held
+
+
+def _members(pods: Sequence[Any], meta: Any) -> list[Any]:
+    return [p for p in pods if _group_name(p) == meta["name"] and p["metadata"]["namespace"] == meta["namespace"]]
+
+
+def check_groups(
+    pods: Sequence[Any], pod_groups: Sequence[Any], nodes: Sequence[Node], used: dict[str, Resource],
+    counts: dict[str, int],
+) -> GroupCheck:  # fmt: skip
+    """The pod-group invariants over raw `pods` and `pod_groups` of one namespace; `used` / `counts`
+    are every node's summed requests and pod count (all schedulers' pods)."""
+    problems: list[str] = []
+    held = held_members(pods, pod_groups)
+    partly = 0
+    for group in pod_groups:
+        meta = group["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+        min_count = int(gang["minCount"]) if gang else 1
+        members = [p for p in _members(pods, meta) if not p["metadata"].get("deletionTimestamp")]
+        bound = sorted(p["metadata"]["name"] for p in members if (p.get("spec") or {}).get("nodeName"))
+        waiting = sorted(p["metadata"]["name"] for p in members if not (p.get("spec") or {}).get("nodeName"))
+        if len(members) < min_count and not bound:
+            continue
+        if gang and 0 < len(bound) < min_count and waiting:
+            partly += 1
+            problems.append(
+                f"pod group {key} partly bound: {len(bound)} of {len(members)} members bound (minCount "
+                f"{min_count}), {waiting} left waiting"
+            )
+        if not bound and len(members) >= min_count:
+            fit = _fit_together([Pod.from_raw(p) for p in members], min_count, nodes, used, counts)
+            if fit:
+                problems.append(
+                    f"pod group {key} left wholly unbound, but {min_count} of its members fit together: {fit}"
+                )
+    return GroupCheck(tuple(problems), len(pod_groups), partly, frozenset(held))
+
+
+def _pod_groups(plane: ControlPlane, namespace: str) -> list[Any]:
+    """The namespace's PodGroups; none when the apiserver does not serve scheduling.k8s.io/v1beta1."""
+    status, body = plane.http_request("GET", PODGROUPS_PATH.format(namespace=namespace), timeout=30)
+    if status == 404:
+        return []
+    if status != 200:
+        raise AssertionError(f"GET PodGroups in {namespace}: HTTP {status}: {body[:300]!r}")
+    items: list[Any] = json.loads(body)["items"]
+    return items
 
 
 def _settled(replica: Replica, unbound: int) -> bool:
@@ -420,8 +635,9 @@ def check_invariants(
         if len(items) < expected_pods:
             return None
         unbound = []
+        held = held_members(items, _pod_groups(plane, namespace))
         for raw in items:
-            if (raw.get("spec") or {}).get("nodeName"):
+            if (raw.get("spec") or {}).get("nodeName") or f"{namespace}/{raw['metadata']['name']}" in held:
                 continue
             conditions = (raw.get("status") or {}).get("conditions") or ()
             if not any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
@@ -464,6 +680,9 @@ def check_invariants(
             outcome.overcommitted += 1
             problems.append(f"node {node.name} over-committed: {request} on {node.allocatable}")
 
+    groups = check_groups(items, _pod_groups(plane, namespace), nodes, used, counts)
+    outcome.groups, outcome.partly_bound_groups = groups.groups, groups.partly_bound
+    problems.extend(groups.problems)
     events = _events_by_pod(plane, namespace)
     unbound: list[Pod] = []
     for raw in items:
@@ -475,6 +694,9 @@ def check_invariants(
                 outcome.double_bound += 1
                 problems.append(f"pod {pod.key} has {reasons['Scheduled']} Scheduled events")
             continue
+        if pod.key in groups.held:
+            unbound.append(pod)  # in the queue, held by PreEnqueue until its gang has minCount members
+            continue
         conditions = (raw.get("status") or {}).get("conditions") or ()
         reported = any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions)
         if not reported or reasons.get("FailedScheduling", 0) == 0:
@@ -483,7 +705,8 @@ def check_invariants(
             continue
         outcome.unschedulable += 1
         unbound.append(pod)
-        fits_on = _fits_somewhere(pod, nodes, used, counts)
+        # A group's member may fit alone and still wait with its group: check_groups judges those.
+        fits_on = "" if _group_name(raw) else _fits_somewhere(pod, nodes, used, counts)
         if fits_on:
             problems.append(f"pod {pod.key} is left pending but fits on {fits_on}")
 
@@ -568,7 +791,8 @@ def fault_run(fault: str, results: Path = RESULTS_JSON) -> Iterator[FaultRun]:
     print(
         f"\nfault={row.fault} pods={row.pods} bound={row.bound} unschedulable={row.unschedulable} "
         f"lost={row.lost} overcommitted={row.overcommitted} double_bound={row.double_bound} "
-        f"recover_s={row.recover_seconds} problems={len(row.problems)}"
+        f"recover_s={row.recover_seconds} groups={row.groups} partly_bound_groups={row.partly_bound_groups} "
+        f"problems={len(row.problems)}"
     )
     assert not row.problems, "\n".join(row.problems[:30])
 
@@ -600,7 +824,9 @@ def render(results: Path = RESULTS_JSON) -> None:
         "Written by `pytest -m cluster tests/faults` (harness/faults.py); every figure is from the",
         f"suite's own last run on this machine (`{os.uname().nodename}`, {os.cpu_count()} CPUs).",
         f"Each fault hits a stream of {FITTING_PODS + UNFITTING_PODS} pods ({UNFITTING_PODS} of which fit nowhere) "
-        f"onto {NODE_COUNT} kwok nodes.",
+        f"onto {NODE_COUNT} kwok nodes; the *gangs:* rows (tests/faults/test_group_faults.py) hit gangs of",
+        "scheduling.k8s.io/v1beta1 PodGroups (GenericWorkload on) instead, and every broken group invariant",
+        "(a gang partly bound while members wait, a gang left unbound though it fits) is one of their problems.",
         "*lost*: neither bound nor PodScheduled=False with a FailedScheduling event;",
         "*overcommitted*: nodes whose summed requests (every scheduler's pods) exceed allocatable;",
         "*double-bound*: pods with more than one Scheduled event; *seconds to recover*: from the end of the",

@@ -246,6 +246,12 @@ def _minimum(state: PodGroupState | None) -> tuple[int | None, str]:
     return parsed.min_member, f"minMember {parsed.min_member}"
 
 
+def uid_key(state: PodGroupState, uid: str) -> str:
+    """A member's namespace/name from its UID (nominations are keyed by UID)."""
+    member = state.pods.get(uid)
+    return member.key if member is not None else uid
+
+
 def explain_group(sched: Scheduler, fw: Framework, pod: Pod) -> GroupExplanation | None:
     """The pod's group dry-run as the scheduler runs it: upstream's PodGroups through the pod-group
     cycle (PreEnqueue, then the members together), scheduler-plugins' through each member's own
@@ -290,7 +296,7 @@ def explain_group(sched: Scheduler, fw: Framework, pod: Pod) -> GroupExplanation
         result.whole = result.bound >= needed
         result.verdict = "no member left to schedule" if result.whole else f"{minimum} not reached"
         return result
-    results, status = sched.pod_group_cycle.simulate(fw, state, candidates)
+    results, status, nominations = sched.pod_group_cycle.simulate(fw, state, candidates)
     tried = {r.info.pod.uid: r for r in results}
     for info in candidates:
         outcome = tried.get(info.pod.uid)
@@ -303,7 +309,10 @@ def explain_group(sched: Scheduler, fw: Framework, pod: Pod) -> GroupExplanation
             own = outcome.status.message if outcome.status is not None else "unschedulable"
             result.members.append(MemberVerdict(info.pod.key, blocks=own))
     result.whole = result.bound + result.assumed >= needed and (status is None or not upstream)
-    if upstream:
+    if upstream and nominations is not None:
+        nominated = ", ".join(f"{uid_key(state, uid)} on {node}" for uid, node in sorted(nominations.items()))
+        result.verdict = f"waits on preemption ({nominated}): {status.message if status else ''}"
+    elif upstream:
         result.verdict = status.message if status is not None else "would be scheduled whole"
     elif result.whole:
         result.verdict = f"would be scheduled whole: {minimum} reached, Permit lets the members go together"

@@ -236,6 +236,40 @@ preemption_goroutines_execution = Counter(
     ["result"],
     registry=REGISTRY,
 )
+# Pod-group (workload) preemption, as v1.37.2 registers them with GenericWorkload.
+workload_preemption_attempts = Counter(
+    "scheduler_workload_preemption_attempts",
+    "Total preemption attempts initiated by workload (including pod groups) in the cluster till now.",
+    ["result"],
+    registry=REGISTRY,
+)
+workload_preemption_victims = Histogram(
+    "scheduler_workload_preemption_victims",
+    "Number of pod preemption victims caused by workload preemption.",
+    buckets=exponential_buckets(1, 2, 11),
+    registry=REGISTRY,
+)
+preemption_workload_disruptions = Histogram(
+    "scheduler_preemption_workload_disruptions",
+    "Number of workload preemption units being preempted. A single preemption unit can be all pods in a pod "
+    "group (in case of DisruptionMode=all), or a single pod (in case of DisruptionMode=single).",
+    ["preemptor"],
+    buckets=exponential_buckets(1, 2, 11),
+    registry=REGISTRY,
+)
+preemption_evaluation_duration = Histogram(
+    "scheduler_preemption_evaluation_duration_seconds",
+    "Duration in seconds for identifying the target preemption victims.",
+    ["preemptor", "result"],
+    buckets=exponential_buckets(0.001, 2, 16),
+    registry=REGISTRY,
+)
+preemption_pdb_violations = Counter(
+    "scheduler_preemption_pdb_violations",
+    "Total number of pod disruption budget violations caused by preemption.",
+    ["preemptor"],
+    registry=REGISTRY,
+)
 # This project's own (kube-scheduler deletes its victims): how each eviction of a preemption victim
 # ended. evicted; blocked_by_pdb (still refused when evictionTimeoutSeconds ran out, left in place);
 # deleted_after_budget (evict-then-delete deleted it then); error (any other failure).
@@ -601,6 +635,22 @@ volume_scheduling_stage_errors = Counter(
     "scheduler_volume_scheduling_stage_error",
     "Volume scheduling stage error count",
     ["operation"],
+    registry=REGISTRY,
+)
+
+# ---- scheduler_dra_* (DynamicResources' device binding conditions, kube's metrics.go) ----------
+
+dra_binding_conditions_allocations = Counter(
+    "scheduler_dra_bindingconditions_allocations",
+    "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+    ["profile", "driver", "status"],
+    registry=REGISTRY,
+)
+dra_binding_conditions_wait_duration = Histogram(
+    "scheduler_dra_bindingconditions_wait_duration_seconds",
+    "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+    ["profile", "driver", "status"],
+    buckets=[0.1 * 2**i for i in range(14)],
     registry=REGISTRY,
 )
 

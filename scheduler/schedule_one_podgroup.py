@@ -42,9 +42,11 @@ from scheduler.framework.types import (
     Code,
     CycleState,
     FitError,
+    NodeInfo,
     NoNodesAvailable,
     Placement,
     PlacementProgress,
+    ProposedAssignment,
     QueuedPodGroupInfo,
     QueuedPodInfo,
     Status,
@@ -190,23 +192,25 @@ class PodGroupCycle:
             sched.queue.add_attempted_group(group, succeeded=True)
             return
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
-        results, status = self.simulate(fw, state, kept, started)
-        self._submit(fw, group, pod_group, kept, results, status, started)
+        results, status, nominations = self.simulate(fw, state, kept, started)
+        self._submit(fw, group, pod_group, kept, results, status, started, nominations)
 
     def simulate(
         self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], started: float | None = None
-    ) -> tuple[list[MemberResult], Status | None]:
+    ) -> tuple[list[MemberResult], Status | None, Mapping[str, str] | None]:
         """The group's verdict and each member's outcome as the cycle decides them, PodGroupPostFilter
-        included; nothing submitted and every simulated assume reverted (explain runs this dry)."""
+        included (with the members' nominated nodes when the group waits on preemption); nothing
+        submitted and every simulated assume reverted (explain runs this dry)."""
         if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
             results, status = self._simulate_placements(fw, state, members)
         else:
             results, status = self._simulate(fw, state, members)
         if started is not None:
             metrics.podgroup_scheduling_algorithm_duration.observe(time.perf_counter() - started)
+        nominations: Mapping[str, str] | None = None
         if status is not None and status.code == Code.UNSCHEDULABLE and fw.pod_group_post_filter_plugins:
-            status = self._post_filter(fw, state, members, status)
-        return results, status
+            status, nominations = self._post_filter(fw, state, members, status)
+        return results, status, nominations
 
     def _fail_before_scheduling(
         self, group: QueuedPodGroupInfo, pod_group: PodGroup | None, error: Exception, started: float
@@ -360,16 +364,20 @@ class PodGroupCycle:
         result.host = host
         return result
 
-    @staticmethod
-    def _post_filter(fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], status: Status) -> Status:
+    def _post_filter(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], status: Status
+    ) -> tuple[Status, Mapping[str, str] | None]:
         """kube's PodGroupPostFilter and applyPodGroupPostFilterResult: an error replaces the group's
-        status, anything else adds its message to the group's reasons."""
-        post = fw.run_pod_group_post_filter(state, [info.pod for info in members])
+        status, anything else adds its message to the group's reasons; a success (room is being made)
+        also returns the members' nominated nodes: the group then waits on preemption."""
+        simulation = _Simulation(self, fw, state, [info for info in members])
+        nominations, post = fw.run_pod_group_post_filter(state, [info.pod for info in members], simulation)
         if post is not None and post.code == Code.ERROR:
-            return post
+            return post, None
+        waiting = dict(nominations) if post is None or post.code == Code.SUCCESS else None
         if post is None or not post.message:
-            return status
-        return Status(status.code, (*status.reasons, post.message), status.error, status.plugin)
+            return status, waiting
+        return Status(status.code, (*status.reasons, post.message), status.error, status.plugin), waiting
 
     # ---- submission (kube's submitPodGroupAlgorithmResult) ------------------------------------
 
@@ -382,7 +390,10 @@ class PodGroupCycle:
         results: list[MemberResult],
         status: Status | None,
         started: float,
+        nominations: Mapping[str, str] | None = None,
     ) -> None:
+        """`nominations` is set when the group waits on preemption: every member goes back to the
+        queue with its nominated node (kube's waitingOnPreemption)."""
         sched = self.sched
         scheduled = unschedulable = 0
         for i, info in enumerate(members):
@@ -399,15 +410,19 @@ class PodGroupCycle:
                     else:
                         unschedulable += 1
                     continue
-                # Placed in the simulation, but the group is not: the member waits with its group.
-                rejected = _group_unschedulable(status.message)
                 sched.observe_attempt(fw, "unschedulable", started)
-                sched.handle_failure(fw, info, rejected, None, "")
+                if nominations is not None:
+                    # Back to the queue as unschedulable until the victims are gone, nominated.
+                    sched.handle_failure(fw, info, status, None, nominations.get(info.pod.uid), keep_nomination=True)
+                else:
+                    # Placed in the simulation, but the group is not: the member waits with its group.
+                    sched.handle_failure(fw, info, _group_unschedulable(status.message), None, "")
             else:
                 own = result.status or status or Status.unschedulable()
                 sched.observe_attempt(fw, "unschedulable" if own.is_rejection else "error", started)
-                # Nothing nominated in a group cycle: the pod's nomination stays as it is (kube's nil NominatingInfo).
-                sched.handle_failure(fw, info, own, result.fit_error, None, keep_nomination=True)
+                # Unless preemption nominated it, the pod's nomination stays as it is (kube's nil NominatingInfo).
+                nominated = nominations.get(info.pod.uid) if nominations is not None else None
+                sched.handle_failure(fw, info, own, result.fit_error, nominated, keep_nomination=True)
             unschedulable += 1
         if status is None:
             self._set_condition(pod_group, "True", REASON_SCHEDULED, "")
@@ -415,8 +430,12 @@ class PodGroupCycle:
             metrics.observe_pod_group_attempt("scheduled", fw.profile_name, started)
         elif status.is_rejection:
             self._set_condition(pod_group, "False", REASON_UNSCHEDULABLE, status.message)
-            log.info("Unable to schedule a pod group", podGroup=str(group.key), err=status.message)
-            metrics.observe_pod_group_attempt("unschedulable", fw.profile_name, started)
+            if nominations is not None:
+                log.info("Pod group is waiting for preemption", podGroup=str(group.key), err=status.message)
+                metrics.observe_pod_group_attempt("waiting_on_preemption", fw.profile_name, started)
+            else:
+                log.info("Unable to schedule a pod group", podGroup=str(group.key), err=status.message)
+                metrics.observe_pod_group_attempt("unschedulable", fw.profile_name, started)
         else:
             self._set_condition(pod_group, "False", REASON_SCHEDULER_ERROR, status.message)
             log.error("Error scheduling pod group", podGroup=str(group.key), err=status.message)
@@ -449,6 +468,73 @@ class PodGroupCycle:
             )
         except Exception as exc:
             log.error("Failed to update PodGroup status", podGroup=pod_group.key, error=str(exc))
+
+
+class _Simulation:
+    """The cycle's view for PodGroupPostFilter's what-ifs (kube's PodGroupSchedulingFunc and mutable
+    snapshot): the cache the cycle assumes into, changed only between two awaits of the loop."""
+
+    def __init__(self, cycle: PodGroupCycle, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]):
+        self.cycle = cycle
+        self.fw = fw
+        self.state = state
+        self.members = members
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
+        cycle = self.cycle
+        if self.fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+            results, status = cycle._simulate_placements(self.fw, self.state, self.members)
+        else:
+            results, status = cycle._simulate(self.fw, self.state, self.members)
+        placed = [ProposedAssignment(r.info.pod, r.host, r.state) for r in results if r.status is None and r.host]
+        return placed, status
+
+    def remove_pod(self, pod: Pod) -> None:
+        self.cycle.sched.cache.hide_pod(pod.uid)
+
+    def add_pod(self, pod: Pod) -> None:
+        self.cycle.sched.cache.unhide_pod(pod.uid)
+
+    def node_info(self, node_name: str) -> NodeInfo | None:
+        sched = self.cycle.sched
+        sched.cache.update_snapshot(sched.snapshot)
+        return sched.snapshot.get(node_name)
+
+    def fits(self, assignment: ProposedAssignment) -> Status | None:
+        node_info = self.node_info(assignment.node_name)
+        if node_info is None or node_info.node is None:
+            return Status.unresolvable(f'node "{assignment.node_name}" not found')
+        return self.fw.run_filter_with_nominated(assignment.state, assignment.pod, node_info)
+
+    def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
+        sched = self.cycle.sched
+        pod, host, state = assignment.pod, assignment.node_name, assignment.state
+        assumed = dataclasses.replace(pod, node_name=host)
+        sched.cache.assume_pod(assumed)
+        nominated = sched.nominator.nominated_node(pod.uid)
+        sched.nominator.delete(pod.uid)
+        self.fw.run_reserve(state, assumed, host)
+
+        def revert() -> None:
+            self.fw.run_unreserve(state, assumed, host)
+            if sched.cache.is_assumed(pod.uid):
+                sched.cache.forget_pod(assumed)
+            if nominated:
+                sched.nominator.add(pod, nominated)
+
+        return revert
+
+    def pre_filter_add_pod(self, assignment: ProposedAssignment, pod: Pod) -> Status | None:
+        node_info = self.node_info(pod.node_name)
+        if node_info is None:
+            return None
+        return self.fw.run_pre_filter_add_pod(assignment.state, assignment.pod, pod, node_info)
+
+    def pre_filter_remove_pod(self, assignment: ProposedAssignment, pod: Pod) -> Status | None:
+        node_info = self.node_info(pod.node_name)
+        if node_info is None:
+            return None
+        return self.fw.run_pre_filter_remove_pod(assignment.state, assignment.pod, pod, node_info)
 
 
 def _group_unschedulable(*reasons: str) -> Status:

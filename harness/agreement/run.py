@@ -1,7 +1,9 @@
 """Agreement runs: one driver per scheduler, each on a control plane of its own, side by side.
 
 kube-scheduler at the pinned K8S_VERSION (leader election off) on one, ours (`--no-leader-elect`) on
-the other, with the same PROFILES under their own schedulerNames. Between scenarios a side deletes
+the other, with the same PROFILES under their own schedulerNames, and a pair of control planes per set
+of feature gates the scenarios name (scenarios with pod groups run with GenericWorkload on the
+apiserver, which then serves scheduling.k8s.io/v1beta1, and on both schedulers). Between scenarios a side deletes
 what the last one created and waits until the scheduler's cache is empty; after creating nodes and
 existing pods it waits until the cache holds exactly them. Pods are followed by a watch: a step
 waits for the apiserver's report of the change, never a fixed time (except an action's delay).
@@ -12,6 +14,7 @@ Must never: tune either scheduler beyond the shared PROFILES, or touch a cluster
 from __future__ import annotations
 
 import copy
+import dataclasses
 import http.client
 import json
 import re
@@ -28,9 +31,11 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.agreement import dra
 from harness.agreement.compare import (
     ClusterState,
     Encounter,
+    GroupObservation,
     KubeScores,
     Observation,
     Outcome,
@@ -41,20 +46,27 @@ from harness.agreement.compare import (
 )
 from harness.agreement.report import AgreementReport, RunInfo
 from harness.agreement.scenarios import (
+    ACTION_GROUP_QUIET_SECONDS,
     KUBE,
     OURS,
+    PODGROUP_API_VERSION,
     QUIET_SECONDS,
     SETTLE_TIMEOUT,
     TERMINAL_PHASES,
+    WORKLOAD_GATE,
     ActionStep,
+    Group,
+    GroupStep,
     PodStep,
     Scenario,
     ScenarioError,
+    min_count,
     scheduler_config,
     scheduler_name,
+    topology_keys,
 )
 from harness.apiwatch import KeepAliveClient, PodWatch
-from harness.controlplane import ControlPlane, ManagedProcess
+from harness.controlplane import WORKLOAD_API_RUNTIME_CONFIG, ControlPlane, ManagedProcess, feature_gate_args
 from harness.workload import metrics_text, running_scheduler, wait_for
 from scheduler.app import VOLUME_KINDS, WORKLOAD_KINDS, collection_path, full_registry
 from scheduler.config import parse_config
@@ -80,17 +92,34 @@ _RESOURCE_PATHS = {
     ("v1", "PersistentVolume"): ("persistentvolumes", False),
     ("storage.k8s.io/v1", "StorageClass"): ("storageclasses", False),
     ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
+    (PODGROUP_API_VERSION, "Workload"): ("workloads", True),
+    (PODGROUP_API_VERSION, "PodGroup"): ("podgroups", True),
+    (dra.API_VERSION, "DeviceClass"): ("deviceclasses", False),
+    (dra.API_VERSION, "ResourceSlice"): ("resourceslices", False),
+    (dra.API_VERSION, "DeviceTaintRule"): ("devicetaintrules", False),
+    (dra.API_VERSION, "ResourceClaim"): ("resourceclaims", True),
+    (dra.API_VERSION, "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
 }
+# The DRA kinds a pending pod's cluster state carries (what DynamicResources' listers read).
+DRA_STATE_KINDS = ("DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceClaim")
+# kube-controller-manager's controller that makes claims from a pod's ResourceClaimTemplates (and
+# takes a deleted pod out of its claims' reservedFor).
+RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
 
 
 def _collection_path(obj: Mapping[str, Any]) -> str:
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    return _kind_path(str(obj.get("apiVersion")), str(obj.get("kind")), obj["metadata"].get("namespace", "default"))
+
+
+def _kind_path(api_version: str, kind: str, namespace: str | None = None) -> str:
+    """The collection of `kind`: in `namespace`, or across all namespaces when None."""
+    key = (api_version, kind)
     if key not in _RESOURCE_PATHS:
         raise ScenarioError(f"objects: unsupported kind {key[1]} ({key[0]}); supported: {sorted(_RESOURCE_PATHS)}")
     plural, namespaced = _RESOURCE_PATHS[key]
     group = "/api/v1" if key[0] == "v1" else f"/apis/{key[0]}"
-    if namespaced:
-        return f"{group}/namespaces/{obj['metadata'].get('namespace', 'default')}/{plural}"
+    if namespaced and namespace is not None:
+        return f"{group}/namespaces/{namespace}/{plural}"
     return f"{group}/{plural}"
 
 
@@ -147,6 +176,9 @@ class Side:
         self._namespaces: set[str] = {"default"}
         self._objects: list[str] = []  # paths of objects to delete before the next scenario
         self._uids: dict[str, tuple[str, str]] = {}  # this scenario's pods: name -> (namespace, uid)
+        self._groups: dict[str, Group] = {}  # this scenario's pod groups by name
+        self._deleted: set[str] = set()  # this scenario's pods its own actions deleted
+        self._dra = False  # this scenario uses DRA: observe claims, delete them after
 
     # ---- API -----------------------------------------------------------------------------
 
@@ -203,20 +235,26 @@ class Side:
     def run_all(self, scenarios: Sequence[Scenario], progress: Callable[[str], None]) -> dict[str, SideRun]:
         runs: dict[str, SideRun] = {}
         self._watch.start()
+        failures = (ApiFailure, AssertionError, ScenarioError, OSError, http.client.HTTPException)
         try:
+            self.reset()
             for scenario in scenarios:
                 began = time.monotonic()
                 run = SideRun()
                 try:
-                    self.reset()
                     self.setup(scenario)
                     self.play(scenario, run)
-                except (ApiFailure, AssertionError, ScenarioError, OSError, http.client.HTTPException) as err:
+                except failures as err:
                     run.error = str(err)
+                # Cleaning up belongs to the scenario that left the mess (a scheduler's cache that
+                # does not empty: an assumed pod leaked), not to the next one.
+                try:
+                    self.reset()
+                except failures as err:
+                    run.error = "; ".join(filter(None, (run.error, f"cleaning up after it: {err}")))
                 run.seconds = time.monotonic() - began
                 runs[scenario.name] = run
                 progress(f"{self.side:>14}: {scenario.name} ({run.seconds:.1f} s){' ERROR' if run.error else ''}")
-            self.reset()
         finally:
             self._watch.stop()
             self._client.close()
@@ -232,14 +270,58 @@ class Side:
         for namespace in sorted(self._namespaces):
             self.api("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
         self.api("DELETE", "/api/v1/nodes", ok=(200,))
+        if self._dra:
+            self._delete_claims()
         for path in self._objects:
+            if "/podgroups/" in path:
+                # The apiserver's PodGroupProtection admission adds a finalizer that only
+                # kube-controller-manager's podgroup-protection controller (not run here) removes.
+                status, data = self.request(
+                    "PATCH", path, {"metadata": {"finalizers": None}}, {"Content-Type": "application/merge-patch+json"}
+                )
+                if status not in (200, 404):
+                    raise ApiFailure(f"{self.side}: PATCH {path}: HTTP {status}: {data.decode(errors='replace')[:300]}")
             self.api("DELETE", path, ok=(200, 202, 404))
         self._objects.clear()
         for namespace in sorted(self._namespaces - {"default"}):
             self._delete_namespace(namespace)
         self._namespaces = {"default"}
         self._uids.clear()
+        self._groups.clear()
+        self._deleted.clear()
+        self._dra = False
         self._wait_cache(0, 0, "emptied")
+
+    def _delete_claims(self) -> None:
+        """Every ResourceClaim of the scenario's namespaces (those the scenario made, those made from
+        templates or for extended resources), gone before the next scenario may reuse a name. The
+        schedulers' delete-protection finalizer is taken off first: the controller that would
+        deallocate and release them waits for pods to be gone and is in no hurry."""
+        for namespace in sorted(self._namespaces):
+            path = _kind_path(dra.API_VERSION, "ResourceClaim", namespace)
+            for claim in self.api("GET", path)["items"]:
+                if claim["metadata"].get("finalizers"):
+                    name = claim["metadata"]["name"]
+                    status, data = self.request(
+                        "PATCH",
+                        f"{path}/{name}",
+                        {"metadata": {"finalizers": None}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+                    if status not in (200, 404):
+                        raise ApiFailure(f"{self.side}: PATCH {path}/{name}: HTTP {status}: {data.decode()[:500]}")
+            self.api("DELETE", path, ok=(200,))
+        wait_for(
+            lambda: (
+                not any(
+                    self.api("GET", _kind_path(dra.API_VERSION, "ResourceClaim", namespace))["items"]
+                    for namespace in self._namespaces
+                )
+            ),
+            timeout=10,
+            what=f"{self.side}: every ResourceClaim gone",
+            interval=0.05,
+        )
 
     def _wait_kwok_done(self) -> None:
         """Until kwok has initialised every node (Ready) and started every bound pod (Running, or
@@ -275,6 +357,7 @@ class Side:
         )
 
     def setup(self, scenario: Scenario) -> None:
+        self._dra = scenario.uses_dra
         for namespace in scenario.namespaces:
             name = namespace["metadata"]["name"]
             if name == "default":
@@ -285,9 +368,7 @@ class Side:
                 self.api("POST", "/api/v1/namespaces", namespace)
             self._namespaces.add(name)
         for obj in scenario.objects:
-            collection = _collection_path(obj)
-            self.api("POST", collection, obj)
-            self._objects.append(f"{collection}/{obj['metadata']['name']}")
+            self._create_object(obj)
         for node in scenario.nodes:
             self._create_node(node)
         for pod in scenario.existing_pods:
@@ -304,6 +385,16 @@ class Side:
             if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
         )
         self._wait_cache(len(scenario.nodes), bound, "filled")
+
+    def _create_object(self, obj: Raw) -> None:
+        """Create `obj` (to be deleted before the next scenario); a ResourceClaim's `status` (an
+        allocation made beforehand) is written through its status subresource."""
+        collection = _collection_path(obj)
+        path = f"{collection}/{obj['metadata']['name']}"
+        self._objects.append(path)
+        created = self.api("POST", collection, {k: v for k, v in obj.items() if k != "status"})
+        if obj.get("kind") == "ResourceClaim" and obj.get("status"):
+            self.api("PUT", f"{path}/status", {**created, "status": obj["status"]})
 
     def _set_status(self, namespace: str, name: str, status: Raw) -> None:
         """Write an existing pod's status once kwok has made it Running: a patch before that races
@@ -324,6 +415,7 @@ class Side:
         _check_allocatable(self.side, node, created)
 
     def state(self) -> ClusterState:
+        """What a pending pod meets (DRA objects only in a scenario that uses DRA)."""
         pods = [
             pod
             for pod in self.api("GET", "/api/v1/pods")["items"]
@@ -337,12 +429,16 @@ class Side:
         volumes = []
         for group, version, plural, kind in VOLUME_KINDS:
             volumes += [(kind, item) for item in self.api("GET", collection_path(group, version, plural))["items"]]
+        resources = []
+        for kind in DRA_STATE_KINDS if self._dra else ():
+            resources += [(kind, item) for item in self.api("GET", _kind_path(dra.API_VERSION, kind))["items"]]
         return ClusterState(
             namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
             workloads=tuple(workloads),
             nodes=tuple(self.api("GET", "/api/v1/nodes")["items"]),
             pods=tuple(pods),
             volumes=tuple(volumes),
+            resources=tuple(resources),
         )
 
     def play(self, scenario: Scenario, run: SideRun) -> None:
@@ -351,10 +447,16 @@ class Side:
         for step in scenario.steps:
             if isinstance(step, PodStep):
                 run.observations.append(self._pod_step(step, name, expected))
+            elif isinstance(step, GroupStep):
+                observations, groups = self._group_step(step, name)
+                run.observations.extend(observations)
+                run.groups.extend(groups)
             else:
                 if step.action == "create":
                     expected[step.name] = step.body
-                run.observations.extend(self._action_step(step))
+                observations, groups = self._action_step(step)
+                run.observations.extend(observations)
+                run.groups.extend(groups)
 
     def _pod_path(self, namespace: str, name: str = "") -> str:
         return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
@@ -372,12 +474,158 @@ class Side:
         created = self.api("POST", self._pod_path(namespace), pod)
         uid = created["metadata"]["uid"]
         self._uids[step.name] = (namespace, uid)
-        gated = bool(pod["spec"].get("schedulingGates"))
-        outcome = self._settle(namespace, step.name, uid, gated)
+        # A gated pod, or one the scenario says no scheduler decides on (PreEnqueue holds it: a
+        # claim that does not exist yet), is observed once QUIET_SECONDS passed without a decision.
+        waits = bool(pod["spec"].get("schedulingGates")) or (
+            step.expect is not None and step.expect.verdict == "pending"
+        )
+        outcome = self._settle(namespace, step.name, uid, waits)
+        current, raw_claims = self._pod_claims(step.name)
+        claims = None
+        encounter = Encounter(created, state)
+        if current is not None:
+            claims = tuple(dra.claim_outcome(key, claim) for key, claim in raw_claims)
+            pod_met, made = dra.as_scheduled(created, current, [c for _, c in raw_claims if c is not None])
+            resources = (*state.resources, *(("ResourceClaim", claim) for claim in made))
+            encounter = Encounter(pod_met, dataclasses.replace(state, resources=resources))
         if outcome.verdict == "unschedulable" and not step.keep:
             self.api("DELETE", self._pod_path(namespace, step.name) + "?gracePeriodSeconds=0", ok=(200, 404))
         scores = self._scores_since(offset, namespace, step.name) if outcome.verdict == "bound" else None
-        return Observation(step.name, outcome, Encounter(created, state), scores)
+        return Observation(step.name, outcome, encounter, scores, claims)
+
+    def _pod_claims(self, name: str) -> tuple[Raw | None, list[tuple[str, Raw | None]]]:
+        """This scenario's pod `name` now and each of its claims (key, the ResourceClaim or None when
+        it does not exist); (None, []) outside DRA scenarios."""
+        pod = self._current(name) if self._dra else None
+        if pod is None:
+            return None, []
+        namespace = pod["metadata"]["namespace"]
+        out: list[tuple[str, Raw | None]] = []
+        for key, claim_name in dra.claim_names(pod):
+            claim = None
+            if claim_name:
+                path = f"{_kind_path(dra.API_VERSION, 'ResourceClaim', namespace)}/{claim_name}"
+                claim = self.api("GET", path, ok=(200, 404))
+            out.append((key, claim if claim and claim.get("kind") == "ResourceClaim" else None))
+        return pod, out
+
+    def _pod_group_path(self, namespace: str, name: str = "") -> str:
+        return f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups" + (f"/{name}" if name else "")
+
+    def _group_step(self, step: GroupStep, scheduler: str) -> tuple[list[Observation], list[GroupObservation]]:
+        """Create the step's PodGroups and members as upstream's scheduler_perf podgroup workloads do
+        (the PodGroup, then its pods), settle them together, delete the groups left unbound."""
+        offset = self._log_offset()
+
+        def create_pod_group(group: Group) -> None:
+            namespace = group.pod_group["metadata"]["namespace"]
+            self.api("POST", self._pod_group_path(namespace), group.pod_group)
+            self._objects.append(self._pod_group_path(namespace, group.name))
+
+        for group in step.groups:
+            self._groups[group.name] = group
+            self._namespaces.add(group.pod_group["metadata"]["namespace"])
+            if not group.pod_group_after_pods:
+                create_pod_group(group)
+        for _group, member in step.creation_order():
+            pod = copy.deepcopy(member)
+            pod["spec"]["schedulerName"] = scheduler
+            namespace = pod["metadata"]["namespace"]
+            created = self.api("POST", self._pod_path(namespace), pod)
+            self._uids[pod["metadata"]["name"]] = (namespace, created["metadata"]["uid"])
+        for group in step.groups:
+            if group.pod_group_after_pods:
+                create_pod_group(group)
+        names = [g.name for g in step.groups]
+        self._settle_groups(names, step.quiet)
+        observations, groups = self._observe_groups(names, "", offset)
+        if not step.keep:
+            for group, seen in zip(step.groups, groups, strict=True):
+                if seen.bound:
+                    continue
+                namespace = group.pod_group["metadata"]["namespace"]
+                for name in group.member_names:
+                    self.api("DELETE", self._pod_path(namespace, name) + "?gracePeriodSeconds=0", ok=(200, 404))
+        return observations, groups
+
+    def _group_snapshot(self, names: Sequence[str]) -> tuple[Any, ...]:
+        """What settling a group watches: its members' outcomes and its PodGroup's conditions."""
+        members = tuple(self._member_outcome(m) for name in names for m in self._groups[name].member_names)
+        return members, tuple(self._pod_group_conditions(name) for name in names)
+
+    def _pod_group_conditions(self, name: str) -> tuple[tuple[str, str, str, str], ...]:
+        group = self._groups[name]
+        status, data = self.request("GET", self._pod_group_path(group.pod_group["metadata"]["namespace"], name))
+        if status == 404:
+            return ()
+        if status != 200:
+            raise ApiFailure(f"{self.side}: GET PodGroup {name}: HTTP {status}: {data.decode(errors='replace')[:300]}")
+        conditions = (json.loads(data).get("status") or {}).get("conditions") or ()
+        return tuple(
+            sorted(
+                (str(c.get("type")), str(c.get("status")), str(c.get("reason", "")), str(c.get("message", "")))
+                for c in conditions
+            )
+        )
+
+    def _member_outcome(self, name: str) -> Outcome | None:
+        """A member's outcome: `deleted` when an action deleted it, `preempted` when the scheduler did
+        (a victim of a later group: which members go is what disruptionMode decides); None while the
+        watch has not seen it."""
+        if name in self._deleted:
+            return Outcome("deleted")
+        if self._watch.deleted(self._uids[name][1]):
+            return Outcome("preempted")
+        raw = self._current(name)
+        return None if raw is None else (_outcome(raw) or _waiting(raw))
+
+    def _settle_groups(self, names: Sequence[str], quiet: float, until_bound: bool = False) -> None:
+        """Until nothing about these groups changed for `quiet` seconds (every member decided or
+        not: a gang PreEnqueue holds stays pending), or, with `until_bound`, every member (not
+        deleted or preempted) is bound; at most SETTLE_TIMEOUT."""
+        last: tuple[Any, ...] | None = None
+        changed = time.monotonic()
+        deadline = changed + SETTLE_TIMEOUT
+
+        def settled() -> bool | None:
+            nonlocal last, changed
+            now = time.monotonic()
+            snapshot = self._group_snapshot(names)
+            if snapshot != last:
+                last, changed = snapshot, now
+            members = [o for o in snapshot[0] if o is None or o.verdict not in ("deleted", "preempted")]
+            bound = until_bound and all(o is not None and o.verdict == "bound" for o in members)
+            return True if bound or now - changed > quiet or now > deadline else None
+
+        # PodGroup conditions come from GETs, not the watch: poll at a quarter of QUIET_SECONDS.
+        while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
+            pass
+
+    def _observe_groups(
+        self, names: Sequence[str], label: str, offset: int
+    ) -> tuple[list[Observation], list[GroupObservation]]:
+        observations, groups = [], []
+        for name in names:
+            group = self._groups[name]
+            namespace = group.pod_group["metadata"]["namespace"]
+            outcomes = []
+            for member in group.member_names:
+                outcome = self._member_outcome(member) or Outcome("pending")
+                outcomes.append(outcome)
+                scores = self._scores_since(offset, namespace, member) if outcome.verdict == "bound" else None
+                pod_label = f"{name}/{member}" + (f" ({label})" if label else "")
+                observations.append(Observation(pod_label, outcome, None, scores))
+            groups.append(
+                GroupObservation(
+                    name + (f" ({label})" if label else ""),
+                    group.member_names,
+                    tuple(outcomes),
+                    min_count(group.pod_group),
+                    topology_keys(group.pod_group),
+                    self._pod_group_conditions(name),
+                )
+            )
+        return observations, groups
 
     def _current(self, name: str) -> Raw | None:
         """The watch's latest copy of this scenario's pod `name` (None until the watch saw it);
@@ -393,47 +641,63 @@ class Side:
             )
         return None
 
-    def _settle(self, namespace: str, name: str, uid: str, gated: bool) -> Outcome:
+    def _settle(self, namespace: str, name: str, uid: str, waits: bool) -> Outcome:
         def decided() -> Outcome | None:
             pod = self._current(name)
             return None if pod is None else _outcome(pod)
 
-        outcome = self._watch.wait_until(decided, QUIET_SECONDS if gated else SETTLE_TIMEOUT)
+        outcome = self._watch.wait_until(decided, QUIET_SECONDS if waits else SETTLE_TIMEOUT)
         if outcome is not None:
             return outcome
-        if not gated:
+        if not waits:
             watch = f" (last watch error: {self._watch.error})" if self._watch.error else ""
             return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s{watch}")
         current = self._current(name)
         return _waiting(current) if current is not None else Outcome("pending")
 
-    def _action_step(self, step: ActionStep) -> list[Observation]:
+    def _action_step(self, step: ActionStep) -> tuple[list[Observation], list[GroupObservation]]:
         # The delay outlasts the backoff of pods that failed once (see DEFAULT_ACTION_DELAY): a
         # property of both schedulers' queues that no watch can announce.
         time.sleep(step.delay)
         offset = self._log_offset()
-        if step.action == "create":
+        if step.on_object:
+            if step.action == "create":
+                self._create_object(step.body)
+            else:
+                path = f"{_collection_path(step.body)}/{step.name}"
+                self.api("DELETE", path, ok=(200, 202))
+                self._objects.remove(path)
+        elif step.action == "create":
             self._create_node(step.body)
         else:
             path = f"/api/v1/nodes/{step.name}"
             if step.kind == "pod":
                 path = self._pod_path(self._uids[step.name][0], step.name)
+            elif step.kind == "podGroup":
+                if step.name not in self._groups:
+                    raise ApiFailure(f"{self.side}: {step.name} is not one of this scenario's pod groups")
+                path = self._pod_group_path(self._groups[step.name].pod_group["metadata"]["namespace"], step.name)
             if step.action == "patch":
                 self._merge_patch(path, step.body)
             else:
                 self.api("DELETE", path + "?gracePeriodSeconds=0")
-        for pod in step.observe:
+                if step.kind == "pod":
+                    self._deleted.add(step.name)
+        group_names = [name for name in step.observe if name in self._groups]
+        pods = [name for name in step.observe if name not in self._groups]
+        for pod in pods:
             if pod not in self._uids:
-                raise ApiFailure(f"{self.side}: pod {pod} is not one of this scenario's pods")
+                raise ApiFailure(f"{self.side}: {pod} is neither a pod nor a pod group of this scenario")
+        # Plain pods here; the groups' members are settled by _settle_groups below.
+        watched = pods
         last: dict[str, Outcome | None] = {}
         changed = time.monotonic()
         deadline = changed + SETTLE_TIMEOUT
 
         def settled() -> bool | None:
             nonlocal last, changed
-            pods = {pod: self._current(pod) for pod in step.observe}
-            outcomes = {pod: None if raw is None else _outcome(raw) for pod, raw in pods.items()}
             now = time.monotonic()
+            outcomes = {pod: None if (raw := self._current(pod)) is None else _outcome(raw) for pod in watched}
             if outcomes != last:
                 changed = now
             last = outcomes
@@ -442,14 +706,20 @@ class Side:
 
         while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
             pass
+        if group_names:
+            self._settle_groups(group_names, ACTION_GROUP_QUIET_SECONDS, until_bound=True)
         observations = []
-        for pod in step.observe:
+        for pod in pods:
             raw = self._current(pod)
             outcome = (_outcome(raw) or _waiting(raw)) if raw is not None else Outcome("pending")
             namespace = self._uids[pod][0]
             scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
-            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores))
-        return observations
+            claims = None
+            if raw is not None and self._dra:
+                claims = tuple(dra.claim_outcome(key, claim) for key, claim in self._pod_claims(pod)[1])
+            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores, claims))
+        member_observations, groups = self._observe_groups(group_names, step.label, offset)
+        return observations + member_observations, groups
 
 
 def _node_ready(node: Raw) -> bool:
@@ -523,11 +793,17 @@ class _Sides:
     ours: Side
 
 
-def _start_sides(stack: ExitStack) -> _Sides:
+def _start_sides(stack: ExitStack, gates: Mapping[str, bool], dra_controller: bool) -> _Sides:
     """Two control planes, kube-scheduler on one and ours on the other (all from the main thread,
-    so every child dies with this process)."""
-    kube_plane = stack.enter_context(ControlPlane())
-    our_plane = stack.enter_context(ControlPlane())
+    so every child dies with this process), both with `gates` (the apiserver serving
+    scheduling.k8s.io/v1beta1 when GenericWorkload is among them); with `dra_controller`,
+    kube-controller-manager's resourceclaim controller on each."""
+    runtime_config = WORKLOAD_API_RUNTIME_CONFIG if gates.get(WORKLOAD_GATE) else None
+    kube_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
+    our_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
+    if dra_controller:
+        for plane in (kube_plane, our_plane):
+            plane.start_kube_controller_manager(RESOURCECLAIM_CONTROLLER)
     kube_config = scheduler_config(KUBE)
     kube_scheduler = kube_plane.start_kube_scheduler(
         scheduler_name(KUBE, "default"), {"profiles": kube_config["profiles"]}, extra_args=KUBE_SCORE_LOGGING
@@ -535,9 +811,8 @@ def _start_sides(stack: ExitStack) -> _Sides:
     assert kube_scheduler.port is not None
     config_path = our_plane.workdir / "agreement-scheduler.yaml"
     config_path.write_text(yaml.safe_dump(scheduler_config(OURS), sort_keys=False))
-    port = stack.enter_context(
-        running_scheduler(our_plane, scheduler_name(OURS, "default"), config_path, ("--no-leader-elect",))
-    )
+    args = ("--no-leader-elect", *feature_gate_args(gates))
+    port = stack.enter_context(running_scheduler(our_plane, scheduler_name(OURS, "default"), config_path, args))
     return _Sides(
         Side(KUBE, kube_plane, _kube_cache_sizes(kube_scheduler), score_log=kube_scheduler.log_path),
         Side(OURS, our_plane, _metric_cache_sizes(lambda: metrics_text(port))),
@@ -549,28 +824,34 @@ def run_agreement(
     progress: Callable[[str], None] | None = None,
     info: RunInfo | None = None,
 ) -> AgreementReport:
-    """Run `scenarios` through both schedulers (side by side) and compare them."""
+    """Run `scenarios` through both schedulers (side by side) and compare them; scenarios with
+    feature gates of their own run on control planes of their own, one pair per set of gates."""
     say = progress or (lambda _line: None)
     began = time.monotonic()
     registered = tuple(full_registry())
     config = parse_config(scheduler_config(OURS))
     runnable = [s for s in scenarios if not s.pending_plugins(registered)]
+    by_gates: dict[tuple[tuple[str, bool], ...], list[Scenario]] = {}
+    for scenario in runnable:
+        by_gates.setdefault(scenario.feature_gates, []).append(scenario)
     runs: dict[str, tuple[SideRun, SideRun]] = {}
-    if runnable:
-        lock = threading.Lock()
+    lock = threading.Lock()
 
-        def locked_say(line: str) -> None:
-            with lock:
-                say(line)
+    def locked_say(line: str) -> None:
+        with lock:
+            say(line)
 
+    for gates, batch in by_gates.items():
+        started = time.monotonic()
         with ExitStack() as stack:
-            sides = _start_sides(stack)
-            say(f"control planes and schedulers up in {time.monotonic() - began:.1f} s")
+            sides = _start_sides(stack, dict(gates), any(s.uses_dra for s in batch))
+            named = f" with {' '.join(feature_gate_args(dict(gates)))}" if gates else ""
+            say(f"control planes and schedulers up{named} in {time.monotonic() - started:.1f} s")
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agreement") as pool:
-                kube_future = pool.submit(sides.kube.run_all, runnable, locked_say)
-                our_future = pool.submit(sides.ours.run_all, runnable, locked_say)
+                kube_future = pool.submit(sides.kube.run_all, batch, locked_say)
+                our_future = pool.submit(sides.ours.run_all, batch, locked_say)
                 kube_runs, our_runs = kube_future.result(), our_future.result()
-        runs = {name: (kube_runs[name], our_runs[name]) for name in kube_runs}
+        runs.update({name: (kube_runs[name], our_runs[name]) for name in kube_runs})
     results = []
     for scenario in scenarios:
         if scenario.name not in runs:

@@ -2,10 +2,17 @@
 harness/generator.py), the profiles both schedulers run, and loading.
 
 A scenario is nodes, existing pods (bound to a node or not), namespaces with labels, PriorityClasses,
-other raw objects (RuntimeClasses, Services, ...) and an ordered list of steps: pending pods, each
-created and settled one at a time, and actions (patch a node or a pod, delete a pod, create a node)
-after which named pods are observed again. Objects are raw Kubernetes objects; node_object() and
-pod_object() fill the defaults from a few short keys.
+DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates: short forms in
+harness/agreement/dra.py), other raw objects (RuntimeClasses, Services, Workloads, DeviceTaintRules,
+...) and an ordered list of steps: pending pods, each created and settled one at a time; pod groups
+(scheduling.k8s.io/v1beta1 PodGroups and their member pods, joined through spec.schedulingGroup),
+created together and settled as a group; and actions (patch a node, pod or PodGroup, delete one,
+create a node or another object) after which named pods or groups are observed again. Objects are
+raw Kubernetes objects; node_object(), pod_object() and pod_group_object() fill the defaults from a
+few short keys. A scenario with groups runs with the feature gates it names (`featureGates:
+{GenericWorkload: true}`) on both sides. A step may say what kube-scheduler is meant to do with its
+pod (`expect:`), so that a scenario that no longer tests what it says fails instead of agreeing
+vacuously.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 import yaml
 
 from harness import generator
+from harness.agreement import dra
 from harness.controlplane import REPO_ROOT, deep_merge
 from scheduler.config import API_VERSION, KIND
 
@@ -31,8 +39,12 @@ RESULTS_FILE = REPO_ROOT / "tests" / "agreement" / "RESULTS.md"
 KUBE = "kube-scheduler"
 OURS = "ours"
 
-# How the PostFilter reasons of kube-scheduler's DynamicResources and DefaultPreemption begin.
+# How the PostFilter reasons of kube-scheduler's DynamicResources and DefaultPreemption begin (and
+# the PodGroup cycle's pod-group preemption, appended to a group's message after ", ").
 POST_FILTER_REASONS = (
+    "pod group preemption: ",
+    "deallocation and deletion of ResourceClaims completed",
+    "deallocation of PodGroup ResourceClaim completed",
     "no new claims to deallocate",
     "plugin disabled",
     "deallocation of ResourceClaim completed",
@@ -58,6 +70,19 @@ QUIET_SECONDS = 1.0
 # kube-scheduler (1.34 to 1.37) truncates backoff expiry to 1 s windows and backs a pod off while its expiry
 # is not before the current window: 1 s of backoff may last until 2 s after the failure.
 DEFAULT_ACTION_DELAY = 2.2
+# How long a group's members and its PodGroup's conditions must stay unchanged to count as settled.
+# Longer than QUIET_SECONDS: kube-scheduler retries the members a group left unbound on their own
+# backoff (1 s, then 2 s, each up to 1 s late; see above) and its PodGroup condition may change
+# then (a group bound at minCount gets Unschedulable for the rest), and a gang that preempts binds
+# only after its victims are gone and its backoff has passed.
+GROUP_QUIET_SECONDS = 5.0
+# After an action, a group is observed until all its members are bound or nothing changed for this
+# long: kube-scheduler retries an unschedulable group on its backoff (up to 10 s, plus the 1 s window),
+# not on the cluster event (its GangScheduling rejection registers no node events).
+ACTION_GROUP_QUIET_SECONDS = 11.0
+# Workload-Aware Scheduling's API (a scenario with groups needs GenericWorkload on).
+WORKLOAD_GATE = "GenericWorkload"
+PODGROUP_API_VERSION = "scheduling.k8s.io/v1beta1"
 
 # The profiles both schedulers run, by the name a scenario picks with `profile:`. Same args on both
 # sides; kube-scheduler's defaults fill the rest, as ours do. Args carry no apiVersion/kind: both
@@ -192,13 +217,14 @@ def _bytes(size: Any) -> int:
 
 
 _POD_KEYS = {"name", "namespace", "labels", "cpu", "memory", "requests", "image", "priorityClassName", "node"}
-_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "metadata", "spec"}
+_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "claims", "metadata", "spec"}
 
 
 def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
     """A Pod from short keys: name, namespace (default), labels; one container `c` (image, default
     pause) requesting cpu / memory / `requests` (more resources; extended ones and hugepages get the
-    same limits) if given, with `hostPort` (TCP); priorityClassName; node (spec.nodeName: created
+    same limits) if given, with `hostPort` (TCP); claims (spec.resourceClaims, see dra.pod_claims,
+    each one used by the container); priorityClassName; node (spec.nodeName: created
     bound); gates (schedulingGates names); schedulerName and phase (for existing pods: pending pods
     get their side's scheduler; a phase is written to the status after creation); metadata/spec
     merged in last, raw (a `spec.containers` replaces the default container)."""
@@ -210,10 +236,15 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
         # Extended resources and hugepages cannot be overcommitted: validation wants limit = request.
         limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages-")}
         container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    claims = dra.pod_claims(short.get("claims") or (), f"{where}.claims")
+    if claims:
+        container.setdefault("resources", {})["claims"] = [{"name": claim["name"]} for claim in claims]
     if "hostPort" in short:
         port = int(short["hostPort"])
         container["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
     spec: Raw = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    if claims:
+        spec["resourceClaims"] = claims
     if "priorityClassName" in short:
         spec["priorityClassName"] = str(short["priorityClassName"])
     if "node" in short:
@@ -235,6 +266,37 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What a scenario means kube-scheduler to do with one pod, checked against kube-scheduler's run:
+    the verdict, the node (bound), and the devices of all the pod's claims ("<pool>/<device>",
+    sorted; None: not checked)."""
+
+    verdict: str  # bound | unschedulable | error | gated | pending
+    node: str = ""
+    devices: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        text = f"bound to {self.node}" if self.node else self.verdict
+        return text + (f" with devices {list(self.devices)}" if self.devices is not None else "")
+
+
+EXPECTED_VERDICTS = ("bound", "unschedulable", "error", "gated", "pending")
+
+
+def _expectation(short: Any, where: str) -> Expectation:
+    """`expect: <node>` (bound there), `expect: <verdict>`, or `{node | verdict, devices}`."""
+    if isinstance(short, str):
+        short = {"verdict": short} if short in EXPECTED_VERDICTS else {"node": short}
+    _check_keys(short, {"node", "verdict", "devices"}, where)
+    node = str(short.get("node", ""))
+    verdict = str(short.get("verdict", "bound"))
+    if verdict not in EXPECTED_VERDICTS or (node and verdict != "bound"):
+        raise ScenarioError(f"{where}: a verdict is one of {EXPECTED_VERDICTS}; a node goes with bound only")
+    devices = None if "devices" not in short else tuple(sorted(str(d) for d in short["devices"] or ()))
+    return Expectation(verdict, node, devices)
+
+
+@dataclass(frozen=True)
 class PodStep:
     """Create one pending pod and wait until it is bound, unschedulable or (with gates) gated.
 
@@ -243,6 +305,7 @@ class PodStep:
 
     pod: Raw
     keep: bool = False
+    expect: Expectation | None = None
 
     @property
     def name(self) -> str:
@@ -250,34 +313,59 @@ class PodStep:
 
 
 ACTIONS = ("patch", "delete", "create")
+# Action targets besides nodes and pods: a raw object of a kind run.py knows, a short slice or claim.
+_OBJECT_TARGETS = ("object", "resourceSlice", "claim")
 
 
 @dataclass(frozen=True)
 class ActionStep:
-    """After `delay` seconds, merge-patch a node or pod, delete one, or create a node; then observe
-    the (kept) pods in `observe` until all are bound or none changed for a while. The event is
-    what makes the schedulers try those pods again (their queueing hints decide)."""
+    """After `delay` seconds, merge-patch a node, pod or PodGroup, delete one, create a node, or
+    create or delete another object (a ResourceSlice, a DeviceTaintRule, ...); then observe the
+    (kept) pods in `observe` until all are bound or none changed for a while (a group's name there
+    stands for its members and its PodGroup's conditions). The event is what makes the schedulers
+    try those pods again (their queueing hints decide)."""
 
     action: str  # patch | delete | create
-    kind: str  # node | pod
+    kind: str  # node | pod | podGroup | the object's kind
     name: str
-    body: Raw  # the merge patch, or the node to create
+    body: Raw  # the merge patch, the node or object to create, or the object to delete
     observe: tuple[str, ...]
     delay: float = DEFAULT_ACTION_DELAY
+    expect: Mapping[str, Expectation] | None = None  # by observed pod
 
     @property
     def label(self) -> str:
         return f"after {self.action} {self.kind} {self.name}"
 
+    @property
+    def on_object(self) -> bool:
+        return self.kind not in ("node", "pod")
+
+
+ACTION_KINDS = ("node", "pod", "podGroup")
+
 
 def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
-    _check_keys(item, {"action", "node", "pod", "body", "observe", "delay"}, where)
+    _check_keys(item, {"action", *ACTION_KINDS, *_OBJECT_TARGETS, "body", "observe", "delay", "expect"}, where)
     action = str(item["action"])
-    kinds = [kind for kind in ("node", "pod") if kind in item]
+    kinds = [kind for kind in (*ACTION_KINDS, *_OBJECT_TARGETS) if kind in item]
     if action not in ACTIONS or len(kinds) != 1:
-        raise ScenarioError(f"{where}: an action is one of {ACTIONS} on exactly one `node:` or `pod:`")
+        raise ScenarioError(
+            f"{where}: an action is one of {ACTIONS} on exactly one of `node:`, `pod:`, `podGroup:`, "
+            "`object:`, `resourceSlice:`, `claim:`"
+        )
     kind = kinds[0]
-    if action == "create":
+    if kind in _OBJECT_TARGETS:
+        if action == "patch":
+            raise ScenarioError(f"{where}: objects are created or deleted by an action, not patched")
+        if kind == "resourceSlice":
+            body = dra.resource_slice_object(item["resourceSlice"], f"{where}.resourceSlice")
+        elif kind == "claim":
+            body = dra.claim_object(item["claim"], f"{where}.claim")
+        else:
+            body = dict(item["object"])
+        kind, name = str(body.get("kind")), str(body["metadata"]["name"])
+    elif action == "create":
         if kind != "node":
             raise ScenarioError(f"{where}: only nodes are created by an action (pending pods are steps)")
         body = node_object(item["node"], f"{where}.node")
@@ -287,10 +375,138 @@ def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
         if action == "patch" and not body:
             raise ScenarioError(f"{where}.body: a patch needs a body")
     observe = tuple(str(p) for p in item.get("observe") or ())
-    return ActionStep(action, kind, name, body, observe, float(item.get("delay", DEFAULT_ACTION_DELAY)))
+    expect = {str(pod): _expectation(e, f"{where}.expect.{pod}") for pod, e in (item.get("expect") or {}).items()}
+    if set(expect) - set(observe):
+        raise ScenarioError(f"{where}.expect: {sorted(set(expect) - set(observe))} not observed")
+    delay = float(item.get("delay", DEFAULT_ACTION_DELAY))
+    return ActionStep(action, kind, name, body, observe, delay, expect or None)
 
 
-Step = PodStep | ActionStep
+_GROUP_KEYS = {"name", "namespace", "minCount", "topology", "priorityClassName", "priority", "preemptionPolicy"}
+_GROUP_KEYS |= {"disruptionMode", "workload", "metadata", "spec"}
+
+
+def pod_group_object(short: Mapping[str, Any], where: str = "podGroup") -> Raw:
+    """A PodGroup (scheduling.k8s.io/v1beta1) from short keys: name, namespace (default); minCount
+    (a gang policy; without it the basic policy); topology (schedulingConstraints.topology keys);
+    priorityClassName, priority, preemptionPolicy; disruptionMode (single | all); workload
+    ({workloadName, templateName}: spec.workloadRef); metadata/spec merged in last, raw."""
+    _check_keys(short, _GROUP_KEYS, where)
+    policy: Raw = {"gang": {"minCount": int(short["minCount"])}} if "minCount" in short else {"basic": {}}
+    spec: Raw = {"schedulingPolicy": policy}
+    if short.get("topology"):
+        spec["schedulingConstraints"] = {"topology": [{"key": str(key)} for key in short["topology"]]}
+    for key in ("priorityClassName", "preemptionPolicy"):
+        if key in short:
+            spec[key] = str(short[key])
+    if "priority" in short:
+        spec["priority"] = int(short["priority"])
+    if "disruptionMode" in short:
+        mode = str(short["disruptionMode"])
+        if mode not in ("single", "all"):
+            raise ScenarioError(f"{where}.disruptionMode: {mode!r} is not single or all")
+        spec["disruptionMode"] = {mode: {}}
+    if "workload" in short:
+        spec["workloadRef"] = {k: str(v) for k, v in dict(short["workload"]).items()}
+    metadata: Raw = {"name": str(short["name"]), "namespace": str(short.get("namespace", "default"))}
+    group: Raw = {"apiVersion": PODGROUP_API_VERSION, "kind": "PodGroup", "metadata": metadata, "spec": spec}
+    for part in ("metadata", "spec"):
+        if part in short:
+            group[part] = deep_merge(group[part], short[part])
+    return group
+
+
+def min_count(group: Mapping[str, Any]) -> int:
+    """A PodGroup's minCount: its gang policy's, 1 for the basic policy (as GangScheduling reads it)."""
+    gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+    return int(gang["minCount"]) if gang else 1
+
+
+def topology_keys(group: Mapping[str, Any]) -> tuple[str, ...]:
+    constraints = (group.get("spec") or {}).get("schedulingConstraints") or {}
+    return tuple(str(c["key"]) for c in constraints.get("topology") or ())
+
+
+@dataclass(frozen=True)
+class Group:
+    """One PodGroup and its member pods, in the order they are created."""
+
+    pod_group: Raw
+    members: tuple[Raw, ...]
+    pod_group_after_pods: bool = False  # create the members first, then their PodGroup
+
+    @property
+    def name(self) -> str:
+        return str(self.pod_group["metadata"]["name"])
+
+    @property
+    def member_names(self) -> tuple[str, ...]:
+        return tuple(str(pod["metadata"]["name"]) for pod in self.members)
+
+
+@dataclass(frozen=True)
+class GroupStep:
+    """Create one or more PodGroups and their members together (PodGroups first, then the pods, one
+    group after another or, with `interleave`, round-robin), then wait until every member is bound
+    or reported and nothing changed for `quiet` seconds (or nothing changed for that long at all: a
+    gang held before the queue). Groups left unbound are then deleted, unless `keep`."""
+
+    groups: tuple[Group, ...]
+    keep: bool = False
+    interleave: bool = False
+    quiet: float = GROUP_QUIET_SECONDS
+
+    def creation_order(self) -> list[tuple[Group, Raw]]:
+        if not self.interleave:
+            return [(group, pod) for group in self.groups for pod in group.members]
+        longest = max(len(group.members) for group in self.groups)
+        return [(g, g.members[i]) for i in range(longest) for g in self.groups if i < len(g.members)]
+
+
+_GROUP_STEP_KEYS = {"group", "groups", "keep", "interleave", "quiet"}
+_GROUP_ENTRY_KEYS = {"group", "members", "replicas", "template", "podGroupAfterPods"}
+
+
+def _group(item: Mapping[str, Any], where: str) -> Group:
+    """`group:` (pod_group_object's short keys) with `members:` (pod short forms) or `replicas: N`
+    of `template:` (pods <group>-0 ... <group>-N-1)."""
+    _check_keys(item, _GROUP_ENTRY_KEYS, where)
+    pod_group = pod_group_object(item["group"], f"{where}.group")
+    name, namespace = pod_group["metadata"]["name"], pod_group["metadata"]["namespace"]
+    if ("members" in item) == ("replicas" in item):
+        raise ScenarioError(f"{where}: a group needs exactly one of `members:` or `replicas:` (with `template:`)")
+    if "members" in item:
+        shorts = [dict(m) for m in item["members"]]
+    else:
+        shorts = [{"name": f"{name}-{i}", **dict(item.get("template") or {})} for i in range(int(item["replicas"]))]
+    members = []
+    for i, short in enumerate(shorts):
+        pod = pod_object({"namespace": namespace, **short}, f"{where}.members[{i}]")
+        if pod["metadata"]["namespace"] != namespace:
+            raise ScenarioError(f"{where}.members[{i}]: a member lives in its PodGroup's namespace {namespace}")
+        pod["spec"]["schedulingGroup"] = {"podGroupName": name}
+        members.append(pod)
+    if not members:
+        raise ScenarioError(f"{where}: a group needs at least one member")
+    return Group(pod_group, tuple(members), bool(item.get("podGroupAfterPods", False)))
+
+
+def _group_step(item: Mapping[str, Any], where: str) -> GroupStep:
+    _check_keys(item, _GROUP_STEP_KEYS | _GROUP_ENTRY_KEYS, where)
+    if "groups" in item:
+        _check_keys(item, _GROUP_STEP_KEYS - {"group"}, where)
+        groups = tuple(_group(g, f"{where}.groups[{i}]") for i, g in enumerate(item["groups"]))
+    else:
+        groups = (_group({k: v for k, v in item.items() if k in _GROUP_ENTRY_KEYS}, where),)
+    return GroupStep(
+        groups,
+        keep=bool(item.get("keep", False)),
+        interleave=bool(item.get("interleave", False)),
+        quiet=float(item.get("quiet", GROUP_QUIET_SECONDS)),
+    )
+
+
+Step = PodStep | GroupStep | ActionStep
 
 
 @dataclass(frozen=True)
@@ -300,18 +516,68 @@ class Scenario:
     plugins: tuple[str, ...]  # the plugins it is about; pending while one is not in our registry
     profile: str
     namespaces: tuple[Raw, ...]
-    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, ...
+    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, DRA objects, ... (in creation order)
     nodes: tuple[Raw, ...]
     existing_pods: tuple[Raw, ...]
     steps: tuple[Step, ...]
     generated: bool = False  # by harness/generator.py, not from a file
+    feature_gates: tuple[tuple[str, bool], ...] = ()  # both schedulers' and the apiserver's, sorted
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        return tuple(group for step in self.steps if isinstance(step, GroupStep) for group in step.groups)
 
     def pending_plugins(self, registered: Sequence[str]) -> list[str]:
         return [name for name in self.plugins if name not in registered]
 
+    @property
+    def uses_dra(self) -> bool:
+        """Has resource.k8s.io objects or pods with claims: its run needs the resourceclaim
+        controller (claims from templates) and its observations carry the pods' claims."""
+        pods = [*self.existing_pods, *(s.pod for s in self.steps if isinstance(s, PodStep))]
+        return any(str(o.get("apiVersion", "")).startswith("resource.k8s.io/") for o in self.objects) or any(
+            p["spec"].get("resourceClaims") for p in pods
+        )
+
+    def expectations(self) -> list[Expectation | None]:
+        """Each observation's expectation, in the order a run observes pods: one per pod step, one
+        per member of a group step's groups, and for an action its observed pods, then the members
+        of the groups it observes (a group member has no `expect:`: its group is compared)."""
+        members = {group.name: group.member_names for group in self.groups}
+        out: list[Expectation | None] = []
+        for step in self.steps:
+            if isinstance(step, PodStep):
+                out.append(step.expect)
+            elif isinstance(step, GroupStep):
+                out += [None for group in step.groups for _ in group.member_names]
+            else:
+                out += [(step.expect or {}).get(pod) for pod in step.observe if pod not in members]
+                out += [None for name in step.observe if name in members for _ in members[name]]
+        return out
+
 
 _SCENARIO_KEYS = {"description", "plugins", "profile", "namespaces", "priorityClasses", "objects", "nodes"}
-_SCENARIO_KEYS |= {"existingPods", "pods"}
+_SCENARIO_KEYS |= {"existingPods", "pods", "featureGates"}
+_SCENARIO_KEYS |= {"deviceClasses", "resourceSlices", "claimTemplates", "claims"}
+
+
+def _dra_objects(raw: Mapping[str, Any], where: str) -> list[Raw]:
+    """DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims from their short forms,
+    in that order (what a claim names exists before it)."""
+    objects = [
+        dra.device_class_object(name, short, f"{where}.deviceClasses.{name}")
+        for name, short in (raw.get("deviceClasses") or {}).items()
+    ]
+    objects += [
+        dra.resource_slice_object(short, f"{where}.resourceSlices[{i}]")
+        for i, short in enumerate(raw.get("resourceSlices") or ())
+    ]
+    objects += [
+        dra.claim_template_object(short, f"{where}.claimTemplates[{i}]")
+        for i, short in enumerate(raw.get("claimTemplates") or ())
+    ]
+    objects += [dra.claim_object(short, f"{where}.claims[{i}]") for i, short in enumerate(raw.get("claims") or ())]
+    return objects
 
 
 def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
@@ -339,20 +605,30 @@ def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
     nodes = tuple(node_object(n, f"{where}.nodes[{i}]") for i, n in enumerate(raw.get("nodes") or ()))
     if not nodes:
         raise ScenarioError(f"{where}.nodes: at least one node is needed")
-    existing = tuple(
-        pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
-        for i, short in enumerate(raw.get("existingPods") or ())
-    )
     steps: list[Step] = []
-    for i, item in enumerate(raw.get("pods") or ()):
-        here = f"{where}.pods[{i}]"
-        if "action" in item:
-            steps.append(_action_step(item, here))
-        else:
-            short = {k: v for k, v in item.items() if k != "keep"}
-            steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False))))
+    try:
+        objects += _dra_objects(raw, where)
+        existing = tuple(
+            pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
+            for i, short in enumerate(raw.get("existingPods") or ())
+        )
+        for i, item in enumerate(raw.get("pods") or ()):
+            here = f"{where}.pods[{i}]"
+            if "action" in item:
+                steps.append(_action_step(item, here))
+            elif "group" in item or "groups" in item:
+                steps.append(_group_step(item, here))
+            else:
+                short = {k: v for k, v in item.items() if k not in ("keep", "expect")}
+                expect = _expectation(item["expect"], f"{here}.expect") if "expect" in item else None
+                steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False)), expect=expect))
+    except dra.DraFormatError as err:
+        raise ScenarioError(str(err)) from None
     if not steps:
         raise ScenarioError(f"{where}.pods: at least one pending pod is needed")
+    gates = {str(gate): bool(on) for gate, on in (raw.get("featureGates") or {}).items()}
+    if any(isinstance(step, GroupStep) for step in steps) and not gates.get(WORKLOAD_GATE):
+        raise ScenarioError(f"{where}.featureGates: pod groups need {WORKLOAD_GATE}: true")
     return Scenario(
         name=name,
         description=str(raw.get("description", "")).strip(),
@@ -364,6 +640,7 @@ def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
         existing_pods=existing,
         steps=tuple(steps),
         generated=generated,
+        feature_gates=tuple(sorted(gates.items())),
     )
 
 

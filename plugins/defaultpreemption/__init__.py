@@ -23,13 +23,15 @@ from plugins.defaultpreemption.executor import (
     MAX_EVICTION_TIMEOUT_SECONDS,
     VICTIM_REMOVAL_MODES,
     Executor,
+    Preemptor,
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.selection import select_candidate
 from plugins.defaultpreemption.victims import split_by_pdb_violation
 from scheduler import metrics
-from scheduler.framework.interface import Handle
-from scheduler.framework.podgroups import PodGroupState
+from scheduler.features import GENERIC_WORKLOAD
+from scheduler.framework.interface import Handle, PodGroupSimulation
+from scheduler.framework.podgroups import PodGroupState, scheduling_group_key
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -45,6 +47,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import Pod
+from scheduler.model.podgroups import PodGroup
 
 NAME = "DefaultPreemption"
 
@@ -124,6 +127,13 @@ class DefaultPreemption:
     # ---- PreEnqueue ----------------------------------------------------------------------
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
+        if scheduling_group_key(pod) is not None and self.handle.feature_gates.enabled(GENERIC_WORKLOAD):
+            # A member waits for its group's preemption; a group the scheduler does not know is not
+            # this plugin's to hold back.
+            group = podgroups.pod_group_of(self.handle, pod)
+            if group is not None and self.executor.is_running(group.uid):
+                return Status.unresolvable(podgroups.WAITING, plugin=NAME)
+            return None
         if self.executor.is_running(pod.uid):
             return Status.unresolvable(WAITING, plugin=NAME)
         return None
@@ -134,8 +144,36 @@ class DefaultPreemption:
 
     # ---- PodGroupPostFilter (GenericWorkload) ---------------------------------------------
 
-    def pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
-        return podgroups.pod_group_post_filter(self.handle, group, members, NAME)
+    def pod_group_post_filter(
+        self, group: PodGroupState, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[Mapping[str, str], Status | None]:
+        status: Status | None = None
+        try:
+            nominations, status = self._preempt_group(group, members, simulation)
+        finally:
+            metrics.workload_preemption_attempts.labels(metrics.code_label(status)).inc()
+        if status is not None and status.message:
+            status = Status(status.code, (podgroups.PREFIX + status.message,), status.error, status.plugin)
+        return nominations, status
+
+    def _preempt_group(
+        self, group: PodGroupState, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[Mapping[str, str], Status | None]:
+        """kube's PodGroupEvaluator.Preempt: choose the victims, then remove them off the cycle."""
+        pod_group = group.group
+        if not isinstance(pod_group, PodGroup):
+            return {}, Status.unschedulable(f"pod group {group.key} is not known")
+        nominations, selection, status = podgroups.preempt(
+            self.handle,
+            pod_group,
+            members,
+            simulation,
+            self.executor.refused(),
+            pdb_violations_allowed=self.args.victim_removal != EVICT,
+        )
+        if selection is not None:
+            self.executor.prepare_async(selection.candidate(), Preemptor.of_pod_group(pod_group, list(members)))
+        return nominations, status
 
     # ---- PostFilter ----------------------------------------------------------------------
 
@@ -187,7 +225,7 @@ class DefaultPreemption:
         best = select_candidate(candidates)
         if best is None:
             return None, Status.unschedulable("no candidate node for preemption")
-        self.executor.prepare_async(best, pod)
+        self.executor.prepare_async(best, Preemptor.of_pod(pod))
         placement = f"found a potential placement for pod on node {best.node}, preempting {len(best.victims.pods)}"
         return best.node, Status(Code.SUCCESS, (f"{placement} victims",))
 

@@ -19,8 +19,11 @@ from scheduler.model.objects import Pod, PodDisruptionBudget
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
+    # The node the preemptor is nominated to; "cluster" for a pod group (its domain).
     node: str
     victims: NodeVictims
+    # Victims that are pod groups or their members (kube's NumPodGroupDisruptions).
+    num_pod_group_disruptions: int = 0
 
 
 def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:

@@ -19,6 +19,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.framework.interface import Handle
 from scheduler.model.objects import Pod
+from scheduler.model.podgroups import PodGroup
 
 log = structlog.get_logger("preemption")
 
@@ -62,6 +64,35 @@ DELETED_AFTER_BUDGET = "deleted_after_budget"
 EVICTION_ERROR = "error"
 # The apiserver's DisruptionBudget causes all start "The disruption budget <name> ...".
 _PDB_NAME = re.compile(r"disruption budget (\S+)")
+
+
+# kube's EntityKeyType, as the preemptor label of the preemption metrics and in messages.
+POD = "pod"
+POD_GROUP = "podgroup"
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """Who makes room (kube's ExecutorPreemptor): a pod, or a PodGroup for its queued members."""
+
+    uid: str
+    key: str
+    kind: str
+    scheduler_name: str
+    priority: int
+    obj: Pod | PodGroup
+    # The pods activated once the preemption ends.
+    members: tuple[str, ...]
+
+    @classmethod
+    def of_pod(cls, pod: Pod) -> Preemptor:
+        return cls(pod.uid, pod.key, POD, pod.scheduler_name, pod.priority, pod, (pod.uid,))
+
+    @classmethod
+    def of_pod_group(cls, group: PodGroup, members: list[Pod]) -> Preemptor:
+        scheduler_name = members[0].scheduler_name if members else ""
+        uids = tuple(p.uid for p in members)
+        return cls(group.uid, group.key, POD_GROUP, scheduler_name, group.priority, group, uids)
 
 
 class EvictionRefused(Exception):
@@ -114,16 +145,16 @@ class Executor:
             del self._refused[uid]
         return set(self._refused)
 
-    def prepare_async(self, candidate: Candidate, preemptor: Pod) -> None:
+    def prepare_async(self, candidate: Candidate, preemptor: Preemptor) -> None:
         """Start the API calls for this candidate in the background."""
-        metrics.preemption_victims.observe(len(candidate.victims.pods))
+        _observe_victims(candidate, preemptor)
         victims = [v for v in candidate.victims.pods if not v.deleting]
         if not victims:
             return
         self.preempting.add(preemptor.uid)
         self.handle.spawn(self._run(candidate, preemptor, victims))
 
-    async def _run(self, candidate: Candidate, preemptor: Pod, victims: list[Pod]) -> None:
+    async def _run(self, candidate: Candidate, preemptor: Preemptor, victims: list[Pod]) -> None:
         started = time.perf_counter()
         deadline = self.clock() + self.eviction_timeout
         result = "success"
@@ -160,7 +191,7 @@ class Executor:
                 result=result,
             )
             # Victims' deletions may have arrived while PreEnqueue still held the preemptor back.
-            self.handle.activate([preemptor.uid])
+            self.handle.activate(list(preemptor.members))
 
     async def _clear_nomination(self, pod: Pod) -> None:
         try:
@@ -169,8 +200,8 @@ class Executor:
             if not exc.not_found:
                 raise
 
-    async def _preempt(self, candidate: Candidate, preemptor: Pod, victim: Pod, deadline: float) -> None:
-        message = f"Preempted by pod {preemptor.uid} on node {candidate.node}"
+    async def _preempt(self, candidate: Candidate, preemptor: Preemptor, victim: Pod, deadline: float) -> None:
+        message = f"Preempted by {preemptor.kind} {preemptor.uid} on node {candidate.node}"
         if self.handle.reject_waiting_pod(victim.uid, self.plugin_name, "preempted"):
             message += " (in kube-scheduler memory)."
         elif self.victim_removal == DELETE:
@@ -179,10 +210,10 @@ class Executor:
         elif not await self._evict(candidate, victim, preemptor, deadline):
             return
         self.handle.event_recorder(preemptor.scheduler_name).eventf(
-            victim, preemptor, "Normal", "Preempted", "Preempting", message
+            victim, preemptor.obj, "Normal", "Preempted", "Preempting", message
         )
 
-    async def _delete(self, victim: Pod, preemptor: Pod) -> bool:
+    async def _delete(self, victim: Pod, preemptor: Preemptor) -> bool:
         """Upstream's way: DisruptionTarget first, then delete. False when the victim is gone."""
         client = self.handle.client
         try:
@@ -194,7 +225,7 @@ class Executor:
             raise
         return True
 
-    async def _evict(self, candidate: Candidate, victim: Pod, preemptor: Pod, deadline: float) -> bool:
+    async def _evict(self, candidate: Candidate, victim: Pod, preemptor: Preemptor, deadline: float) -> bool:
         """Through the Eviction subresource, so PodDisruptionBudgets hold. False when gone.
 
         Refused evictions are retried until `deadline`. In evict-then-delete mode a victim still
@@ -237,7 +268,9 @@ class Executor:
         self._refused[victim.uid] = self.clock() + REFUSAL_MEMORY_SECONDS
         raise EvictionRefused(f"eviction of {victim.key} refused: {refusal}")
 
-    async def _evict_until(self, candidate: Candidate, victim: Pod, preemptor: Pod, deadline: float) -> str | None:
+    async def _evict_until(
+        self, candidate: Candidate, victim: Pod, preemptor: Preemptor, deadline: float
+    ) -> str | None:
         """Evict, retrying refusals until `deadline`: None once evicted, else the last PDB refusal.
 
         A refusal's Retry-After is honoured only as far as the deadline; a wait the server asks for
@@ -263,7 +296,7 @@ class Executor:
                 pause = exc.retry_after if exc.retry_after else EVICTION_RETRY_SECONDS
                 await self.sleep(min(pause, left))
 
-    def _report_blocked(self, candidate: Candidate, victim: Pod, preemptor: Pod, cause: str) -> None:
+    def _report_blocked(self, candidate: Candidate, victim: Pod, preemptor: Preemptor, cause: str) -> None:
         """Once per victim and preemption: a log line and an event on the preemptor naming the PDB."""
         pdb = blocking_pdb(victim.namespace, cause)
         deletes = self.victim_removal == EVICT_THEN_DELETE and victim.uid in candidate.victims.violating
@@ -283,15 +316,29 @@ class Executor:
             f"retrying for up to {self.eviction_timeout:g}s (evictionTimeoutSeconds), then {then}"
         )
         self.handle.event_recorder(preemptor.scheduler_name).eventf(
-            preemptor, victim, "Warning", EVICTION_BLOCKED, "Preempting", note
+            preemptor.obj, victim, "Warning", EVICTION_BLOCKED, "Preempting", note
         )
 
 
-def _disruption_target(preemptor: Pod) -> dict[str, Any]:
+def _observe_victims(candidate: Candidate, preemptor: Preemptor) -> None:
+    """kube's observeVictims: victims per preemption (pods and groups apart), group disruptions and
+    PDB violations by preemptor kind."""
+    victims = len(candidate.victims.pods)
+    if preemptor.kind == POD_GROUP:
+        metrics.workload_preemption_victims.observe(victims)
+    else:
+        metrics.preemption_victims.observe(victims)
+    if candidate.num_pod_group_disruptions > 0:
+        metrics.preemption_workload_disruptions.labels(preemptor.kind).observe(candidate.num_pod_group_disruptions)
+    if candidate.victims.num_pdb_violations > 0:
+        metrics.preemption_pdb_violations.labels(preemptor.kind).inc(candidate.victims.num_pdb_violations)
+
+
+def _disruption_target(preemptor: Preemptor) -> dict[str, Any]:
     return {
         "type": DISRUPTION_TARGET,
         "status": "True",
         "reason": PREEMPTION_BY_SCHEDULER,
-        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {preemptor.kind}",
         "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

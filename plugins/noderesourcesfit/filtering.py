@@ -9,6 +9,7 @@ a NodeInfo.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from plugins.helper.resource_allocation import is_extended_resource
@@ -30,12 +31,21 @@ class _PreFilterState:
 
 PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
 
+# Whether a DeviceClass backs this extended resource: where the node does not offer it, it is
+# DynamicResources' to allocate (kube's shouldDelegateResourceToDRA, DRAExtendedResource).
+Delegate = Callable[[str], bool]
+
+
+def never_delegate(name: str) -> bool:
+    return False
+
 
 def insufficient_resources(
     requests: Resource,
     node_info: NodeInfo,
     ignored: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    delegate: Delegate = never_delegate,
 ) -> list[tuple[str, bool]]:
     """(reason, unresolvable) for every resource the node lacks for these requests."""
     alloc = node_info.allocatable
@@ -58,15 +68,17 @@ def insufficient_resources(
         if is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
             continue
         capacity = alloc.scalar.get(name, 0)
+        if capacity <= 0 and delegate(name):
+            continue
         if amount > go_add(capacity, -used.scalar.get(name, 0)):
             out.append((f"Insufficient {name}", amount > capacity))
     return out
 
 
-def fits(pod: Pod, node: Node) -> bool:
+def fits(pod: Pod, node: Node, delegate: Delegate = never_delegate) -> bool:
     """Would the pod fit on this node if it were empty (used by queueing hints)."""
     info = NodeInfo(node)
-    return not insufficient_resources(pod.fit_requests, info)
+    return not insufficient_resources(pod.fit_requests, info, delegate=delegate)
 
 
 def pre_filter(state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
@@ -83,9 +95,14 @@ def _requests(state: CycleState, pod: Pod) -> Resource:
 
 
 def filter_node(
-    state: CycleState, pod: Pod, node_info: NodeInfo, ignored: frozenset[str], ignored_groups: frozenset[str]
+    state: CycleState,
+    pod: Pod,
+    node_info: NodeInfo,
+    ignored: frozenset[str],
+    ignored_groups: frozenset[str],
+    delegate: Delegate = never_delegate,
 ) -> Status | None:
-    missing = insufficient_resources(_requests(state, pod), node_info, ignored, ignored_groups)
+    missing = insufficient_resources(_requests(state, pod), node_info, ignored, ignored_groups, delegate)
     if not missing:
         return None
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE

@@ -31,6 +31,7 @@ import structlog
 from scheduler.api.client import ApiClient, ApiError
 from scheduler.logs import Repeats
 from scheduler.model.objects import Pod
+from scheduler.model.podgroups import PodGroup
 
 log = structlog.get_logger("events")
 
@@ -89,6 +90,13 @@ class ObjectReference:
     @classmethod
     def to_pod(cls, pod: Pod) -> ObjectReference:
         return cls("Pod", pod.namespace, pod.name, pod.uid, "v1", pod.resource_version)
+
+    @classmethod
+    def to_object(cls, obj: Pod | PodGroup) -> ObjectReference:
+        """A pod, or a PodGroup (pod-group preemption names the group as the preemptor)."""
+        if isinstance(obj, PodGroup):
+            return cls(obj.kind, obj.namespace, obj.name, obj.uid, obj.api_version, obj.resource_version)
+        return cls.to_pod(obj)
 
     def to_json(self) -> dict[str, str]:
         ref = {
@@ -172,12 +180,20 @@ class EventRecorder:
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance
 
-    def eventf(self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str) -> None:
+    def eventf(
+        self,
+        regarding: Pod | PodGroup,
+        related: Pod | PodGroup | None,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+    ) -> None:
         """Queue an event; returns at once and never raises (events are best effort)."""
         if event_type not in (NORMAL, WARNING):
             log.error("unsupported event type", event_type=event_type, reason=reason)
             return
-        ref = ObjectReference.to_pod(regarding)
+        ref = ObjectReference.to_object(regarding)
         key = EventKey(
             event_type,
             action,
@@ -185,7 +201,7 @@ class EventRecorder:
             self.reporting_controller,
             self.reporting_instance,
             ref,
-            ObjectReference.to_pod(related) if related is not None else None,
+            ObjectReference.to_object(related) if related is not None else None,
         )
         now = self._broadcaster.clock()
         self._broadcaster.submit(Event(key, event_name(ref.name, now), ref.namespace or "default", now, note))

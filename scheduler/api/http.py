@@ -412,6 +412,61 @@ class HttpApiClient:
         stored: Mapping[str, Any] = await self.request("PUT", path, pvc)
         return stored
 
+    @staticmethod
+    def _claim_path(namespace: str, name: str = "") -> str:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        return f"{path}/{name}" if name else path
+
+    @staticmethod
+    def _claim_key(claim: Mapping[str, Any]) -> tuple[str, str]:
+        meta = claim.get("metadata") or {}
+        return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+    async def get_resource_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request("GET", self._claim_path(namespace, name))
+        return stored
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request("PUT", self._claim_path(*self._claim_key(claim)), claim)
+        return stored
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        path = self._claim_path(*self._claim_key(claim)) + "/status"
+        stored: Mapping[str, Any] = await self.request("PUT", path, claim)
+        return stored
+
+    async def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request(
+            "PATCH",
+            self._claim_path(namespace, name) + "/status",
+            patch,
+            content_type="application/strategic-merge-patch+json",
+        )
+        return stored
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        namespace, _ = self._claim_key(claim)
+        stored: Mapping[str, Any] = await self.request("POST", self._claim_path(namespace), claim)
+        return stored
+
+    async def delete_resource_claim(self, claim: Mapping[str, Any]) -> None:
+        uid = (claim.get("metadata") or {}).get("uid")
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        await self.request("DELETE", self._claim_path(*self._claim_key(claim)), body)
+
+    async def patch_pod_status_fields(self, pod: Pod, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        written: Mapping[str, Any] = await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            {"metadata": {"uid": pod.uid}, "status": dict(status)},
+            content_type="application/strategic-merge-patch+json",
+        )
+        return written
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()

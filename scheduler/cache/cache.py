@@ -145,6 +145,22 @@ class Cache:
             self._remove_from_node(state.pod)
             self.pod_groups.remove_pod(state.pod)
 
+    def hide_pod(self, uid: str) -> Pod | None:
+        """Pod-group preemption's what-if (kube's MutableSnapshotSharedLister.RemovePod): the pod
+        leaves its node's accounting while the cache still knows it (state, group counts untouched).
+        The pod hidden, or None if the cache does not hold it. Undone by `unhide_pod`."""
+        state = self._pods.get(uid)
+        if state is None:
+            return None
+        self._remove_from_node(state.pod)
+        return state.pod
+
+    def unhide_pod(self, uid: str) -> None:
+        """Count a pod `hide_pod` took off its node again."""
+        state = self._pods.get(uid)
+        if state is not None:
+            self._add_to_node(state.pod)
+
     def get_pod(self, uid: str) -> Pod | None:
         state = self._pods.get(uid)
         return state.pod if state else None

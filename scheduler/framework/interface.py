@@ -22,13 +22,16 @@ from scheduler.framework.types import (
     Placement,
     PlacementProgress,
     PreFilterResult,
+    ProposedAssignment,
     QueuedPodInfo,
     Status,
 )
 from scheduler.model.objects import Pod, PodDisruptionBudget
+from scheduler.model.podgroups import PodGroup
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
+    from scheduler.framework.dra import DraManager
 
 
 class SnapshotLister(Protocol):
@@ -93,7 +96,13 @@ class EventSink(Protocol):
     """A profile's event recorder (events.k8s.io/v1, best effort: queues and never raises)."""
 
     def eventf(
-        self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str
+        self,
+        regarding: Pod | PodGroup,
+        related: Pod | PodGroup | None,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
     ) -> None: ...
 
 
@@ -123,6 +132,11 @@ class Handle(Protocol):
     def workloads(self) -> WorkloadLister: ...
     @property
     def volumes(self) -> VolumeLister: ...
+    @property
+    def dra(self) -> DraManager:
+        """ResourceClaims (with in-flight allocations), ResourceSlices, DeviceClasses, DeviceTaintRules."""
+        ...
+
     @property
     def client(self) -> ApiClient: ...
     @property
@@ -261,9 +275,51 @@ class PlacementScorePlugin(Plugin, Protocol):
         ...
 
 
+class PodGroupSimulation(Protocol):
+    """What a PodGroupPostFilter plugin may do to the cycle's cluster view for its what-ifs (kube's
+    PodGroupSchedulingFunc plus the mutable snapshot and the framework runs upstream's evaluator
+    calls). Every change it makes must be undone by the plugin before it returns."""
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
+        """Run the group's scheduling algorithm on the current view; every assume is reverted after."""
+        ...
+
+    def remove_pod(self, pod: Pod) -> None:
+        """Take an assigned pod off its node in the view."""
+        ...
+
+    def add_pod(self, pod: Pod) -> None:
+        """Put a pod `remove_pod` took back on its node."""
+        ...
+
+    def node_info(self, node_name: str) -> NodeInfo | None:
+        """The node as the view has it now."""
+        ...
+
+    def fits(self, assignment: ProposedAssignment) -> Status | None:
+        """Filter (with nominated pods) the assigned member on its node as the view has it now."""
+        ...
+
+    def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
+        """Place the member on its node and run Reserve; returns the undo (Unreserve, forget)."""
+        ...
+
+    def pre_filter_add_pod(self, assignment: ProposedAssignment, pod: Pod) -> Status | None:
+        """PreFilterExtensions.AddPod for the member's cycle state after `pod` came back."""
+        ...
+
+    def pre_filter_remove_pod(self, assignment: ProposedAssignment, pod: Pod) -> Status | None:
+        """PreFilterExtensions.RemovePod for the member's cycle state after `pod` left."""
+        ...
+
+
 class PodGroupPostFilterPlugin(Plugin, Protocol):
-    def pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
-        """After an Unschedulable pod-group cycle: make room for the group (preemption), or say why not."""
+    def pod_group_post_filter(
+        self, group: PodGroupState, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[Mapping[str, str], Status | None]:
+        """After an Unschedulable pod-group cycle: make room for the group (preemption), or say why not.
+        Returns the members' nominated nodes by pod UID (empty when nothing is nominated) and a status:
+        success when room is being made."""
         ...
 
 

@@ -23,6 +23,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
@@ -34,6 +35,7 @@ from scheduler.framework.interface import (
     PlacementScorePlugin,
     Plugin,
     PodGroupPostFilterPlugin,
+    PodGroupSimulation,
     PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
@@ -68,6 +70,7 @@ from scheduler.framework.types import (
 from scheduler.framework.volumes import VolumeStore
 from scheduler.model.durations import go_duration
 from scheduler.model.objects import Pod, PodDisruptionBudget
+from scheduler.model.podgroups import PodGroup
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
@@ -246,7 +249,15 @@ _DETACHED: set[asyncio.Future[None]] = set()
 
 
 class _NoEvents:
-    def eventf(self, regarding: Pod, related: Pod | None, event_type: str, reason: str, action: str, note: str) -> None:
+    def eventf(
+        self,
+        regarding: Pod | PodGroup,
+        related: Pod | PodGroup | None,
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+    ) -> None:
         return None
 
 
@@ -266,6 +277,7 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        dra: DraManager | None = None,
         feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
         pod_groups: PodGroupStates | None = None,
     ) -> None:
@@ -273,6 +285,7 @@ class FrameworkHandle:
         self._feature_gates = feature_gates
         self._pod_groups = pod_groups if pod_groups is not None else PodGroupStates()
         self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DraManager()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -340,6 +353,10 @@ class FrameworkHandle:
     @property
     def pdbs(self) -> PdbStore:
         return self._pdbs
+
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
 
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]
@@ -901,27 +918,31 @@ class Framework:
             totals = [total + score * weight for total, score in zip(totals, scores, strict=True)]
         return totals, None
 
-    def run_pod_group_post_filter(self, group: PodGroupState, members: Sequence[Pod]) -> Status | None:
-        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins;
-        Unschedulable reasons are gathered; anything else is an Error naming the plugin."""
+    def run_pod_group_post_filter(
+        self, group: PodGroupState, members: Sequence[Pod], simulation: PodGroupSimulation
+    ) -> tuple[Mapping[str, str], Status | None]:
+        """kube's RunPodGroupPostFilterPlugins: the first success or UnschedulableAndUnresolvable wins
+        (with its nominations); Unschedulable reasons are gathered; anything else is an Error naming
+        the plugin."""
         reasons: list[str] = []
         rejector = ""
         for plugin in self.pod_group_post_filter_plugins:
+            nominations: Mapping[str, str] = {}
             try:
-                status = plugin.pod_group_post_filter(group, members)
+                nominations, status = plugin.pod_group_post_filter(group, members, simulation)
             except Exception as exc:
                 status = Status.as_error(exc)
             if status is None or status.code == Code.SUCCESS:
-                return status
+                return nominations, status
             if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return status.with_plugin(plugin.name)
+                return {}, status.with_plugin(plugin.name)
             if status.code == Code.UNSCHEDULABLE:
                 reasons.extend(status.reasons)
                 rejector = rejector or plugin.name
                 continue
             error = FrameworkError(f'error in "{plugin.name}" PodGroupPostFilter plugins: {status.message}')
-            return Status.as_error(error, plugin.name)
-        return Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
+            return {}, Status.as_error(error, plugin.name)
+        return {}, Status(Code.UNSCHEDULABLE, tuple(reasons), plugin=rejector)
 
     @metrics.timed_extension_point(metrics.PERMIT)
     def run_permit(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:

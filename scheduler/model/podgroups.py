@@ -49,10 +49,17 @@ class PodGroup:
     topology_keys: tuple[str, ...]
     conditions: tuple[Mapping[str, Any], ...]
     raw: Raw = field(repr=False, compare=False, hash=False)
+    # spec.disruptionMode.all set: preemption takes the group's scheduled pods together or not at all.
+    disruption_all: bool = False
+    # spec.preemptionPolicy (PodGroupPreemptionPolicy); None when unset.
+    preemption_policy: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    kind = KIND
+    api_version = API_VERSION
 
     @property
     def is_gang(self) -> bool:
@@ -84,6 +91,15 @@ class PodGroup:
         constraints = spec.get("schedulingConstraints") or {}
         topology = constraints.get("topology") if isinstance(constraints, Mapping) else None
         keys = tuple(str(t.get("key", "")) for t in topology or () if isinstance(t, Mapping))
+        disruption = spec.get("disruptionMode") or {}
+        if not isinstance(disruption, Mapping):
+            raise InvalidObject(f"{where}: spec.disruptionMode: {disruption!r} is not an object")
+        preemption_policy = spec.get("preemptionPolicy")
+        if preemption_policy is not None and preemption_policy not in ("PreemptLowerPriority", "Never"):
+            raise InvalidObject(
+                f"{where}: spec.preemptionPolicy: {preemption_policy!r}: "
+                'supported values: "Never", "PreemptLowerPriority"'
+            )
         generation = meta.get("generation") or 0
         return cls(
             uid=meta.get("uid", ""),
@@ -96,6 +112,8 @@ class PodGroup:
             topology_keys=keys,
             conditions=tuple(c for c in (raw.get("status") or {}).get("conditions") or () if isinstance(c, Mapping)),
             raw=raw,
+            disruption_all=disruption.get("all") is not None,
+            preemption_policy=preemption_policy,
         )
 
 

@@ -256,3 +256,82 @@ def test_upstream_example_waits_whole_explains_then_binds_whole(
             lambda: len(bound(core, namespace)) == 4 and bound(core, namespace), timeout=60, what="the Job bound whole"
         )
         assert len(set(placed.values())) == 4
+
+
+def test_gang_preempts_lower_priority_pods_and_disruption_mode_all_takes_the_whole_group(
+    gang_plane: ControlPlane, gang_core: Any, gang_namespace: str
+) -> None:
+    """A high-priority gang of 800m + 700m on two 1-CPU nodes fits only once batch's 500m member on one
+    node goes; batch has disruptionMode all, so its 200m member on the other node goes too. The gang
+    then binds whole."""
+    namespace, core = gang_namespace, gang_core
+    scheduler = f"sched-{uuid.uuid4().hex[:8]}"
+    high = f"{namespace}-high"
+    k8s_client.SchedulingV1Api(core.api_client).create_priority_class(
+        k8s_client.V1PriorityClass(metadata=k8s_client.V1ObjectMeta(name=high), value=1000)
+    )
+    try:
+        for node in ("n1", "n2"):
+            make_node(core, f"{namespace}-{node}", cpu="1", memory="4Gi")
+        batch = {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "batch"},
+            "spec": {"schedulingPolicy": {"basic": {}}, "disruptionMode": {"all": {}}},
+        }
+        _post(gang_plane, PODGROUPS.format(namespace=namespace), batch)
+        for name, node, cpu in (("b1", "n1", "500m"), ("b2", "n2", "200m")):
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {
+                    "nodeName": f"{namespace}-{node}",
+                    "schedulingGroup": {"podGroupName": "batch"},
+                    "containers": [
+                        {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}
+                    ],
+                },
+            }
+            _post(gang_plane, f"/api/v1/namespaces/{namespace}/pods", body)
+        with running_scheduler(gang_plane, scheduler, extra_args=(GATE,)):
+            train = {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "train"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": high},
+            }
+            _post(gang_plane, PODGROUPS.format(namespace=namespace), train)
+            for name, cpu in (("t1", "800m"), ("t2", "700m")):
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "schedulerName": scheduler,
+                        "priorityClassName": high,
+                        "schedulingGroup": {"podGroupName": "train"},
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": cpu}},
+                            }
+                        ],
+                    },
+                }
+                _post(gang_plane, f"/api/v1/namespaces/{namespace}/pods", body)
+            placed = wait_for(
+                lambda: {"t1", "t2"} <= set(bound(core, namespace)) and bound(core, namespace),
+                timeout=60,
+                what="the high-priority gang bound",
+            )
+            assert set(placed) == {"t1", "t2"}  # both batch members are gone
+            assert sorted(placed.values()) == [f"{namespace}-n1", f"{namespace}-n2"]
+            names = {p.metadata.name for p in core.list_namespaced_pod(namespace).items}
+            assert names == {"t1", "t2"}
+            events = core.list_namespaced_event(namespace).items
+            preempted = {e.involved_object.name for e in events if e.reason == "Preempted"}
+            assert preempted == {"b1", "b2"}
+    finally:
+        k8s_client.SchedulingV1Api(core.api_client).delete_priority_class(high)

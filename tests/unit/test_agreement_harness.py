@@ -4,6 +4,7 @@ kube-scheduler's score log lines, and the PostFilter cut (no cluster)."""
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -13,17 +14,19 @@ import yaml
 from harness import generator
 from harness.agreement.cli import main
 from harness.agreement.compare import (
+    GroupObservation,
     KubeScores,
     Outcome,
     PodComparison,
     Replay,
     ScenarioResult,
+    compare_group,
     parse_kube_scores,
     plugins_differing,
     split_post_filter,
 )
 from harness.agreement.report import AgreementReport, RunInfo, publish
-from harness.agreement.scenarios import generated_scenarios, parse_scenario
+from harness.agreement.scenarios import GroupStep, ScenarioError, generated_scenarios, parse_scenario
 from scheduler.model.objects import Pod
 from scheduler.model.quantity import parse_quantity
 
@@ -302,3 +305,155 @@ def test_make_agreement_exits_non_zero_when_a_scenario_is_not_run(
     (tmp_path / "unregistered.yaml").write_text(yaml.safe_dump(scenario))
     assert main(["--scenarios", str(tmp_path), "--results", str(tmp_path / "RESULTS.md")]) == 1
     assert "scenarios failed: unregistered" in capsys.readouterr().err
+
+
+# ---- pod groups ------------------------------------------------------------------------------------
+
+GANG = {
+    "featureGates": {"GenericWorkload": True},
+    "nodes": [{"name": "n1"}],
+    "pods": [{"group": {"name": "g", "minCount": 2, "topology": ["zone"]}, "replicas": 2, "template": {"cpu": "1"}}],
+}
+
+
+def test_a_group_step_makes_a_pod_group_and_members_joined_to_it() -> None:
+    scenario = parse_scenario("gang", GANG)
+    (group,) = scenario.groups
+    assert group.pod_group["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert group.pod_group["spec"] == {
+        "schedulingPolicy": {"gang": {"minCount": 2}},
+        "schedulingConstraints": {"topology": [{"key": "zone"}]},
+    }
+    assert group.member_names == ("g-0", "g-1")
+    assert all(pod["spec"]["schedulingGroup"] == {"podGroupName": "g"} for pod in group.members)
+    assert scenario.feature_gates == (("GenericWorkload", True),)
+
+
+def test_interleaved_groups_are_created_round_robin() -> None:
+    raw = copy.deepcopy(GANG)
+    raw["pods"] = [
+        {
+            "interleave": True,
+            "groups": [
+                {"group": {"name": "a"}, "replicas": 2, "template": {}},
+                {"group": {"name": "b"}, "replicas": 1, "template": {}},
+            ],
+        }
+    ]
+    (step,) = parse_scenario("two", raw).steps
+    assert isinstance(step, GroupStep)
+    assert [pod["metadata"]["name"] for _group, pod in step.creation_order()] == ["a-0", "b-0", "a-1"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"featureGates": {}}, "pod groups need GenericWorkload: true"),
+        ({"pods": [{"group": {"name": "g"}}]}, "exactly one of `members:` or `replicas:`"),
+        ({"pods": [{"group": {"name": "g", "disruptionMode": "some"}, "replicas": 1}]}, "is not single or all"),
+        ({"pods": [{"group": {"name": "g", "min": 2}, "replicas": 1}]}, "unknown key(s) ['min']"),
+    ],
+)
+def test_a_malformed_group_names_the_field(change: dict[str, object], error: str) -> None:
+    with pytest.raises(ScenarioError, match=re.escape(error)):
+        parse_scenario("bad", {**GANG, **change})
+
+
+def test_a_group_members_scores_are_read_past_the_group_keys() -> None:
+    line = (
+        'I1202 07:13:16.825058 1 schedule_one.go:1052] "Calculated node\'s final score for pod" '
+        'podGroupType="podgroup" podGroup="default/g" pod="default/g-0" node="n1" score=414'
+    )
+    plugin = (
+        'I1202 07:13:16.824967 1 schedule_one.go:984] "Plugin scored node for pod" podGroupType="podgroup" '
+        'podGroup="default/g" pod="default/g-0" plugin="NodeResourcesFit" node="n1" score=59'
+    )
+    scores = parse_kube_scores(f"{plugin}\n{line}", "default/g-0")
+    assert scores.final == {"n1": 414}
+    assert scores.plugins == {"n1": {"NodeResourcesFit": 59}}
+
+
+def test_a_group_message_loses_its_pod_group_preemption_part() -> None:
+    message = (
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, pod group preemption: No preemption "
+        "victims found for incoming preemptor"
+    )
+    assert split_post_filter(message) == (
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+        "pod group preemption: No preemption victims found for incoming preemptor",
+    )
+
+
+def _group(
+    outcomes: list[Outcome], conditions: tuple[tuple[str, str, str, str], ...] = (), topology: tuple[str, ...] = ()
+) -> GroupObservation:
+    members = tuple(f"g-{i}" for i in range(len(outcomes)))
+    return GroupObservation("g", members, tuple(outcomes), 2, topology, conditions)
+
+
+UNSCHEDULABLE = (
+    "PodGroupInitiallyScheduled",
+    "False",
+    "Unschedulable",
+    "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining",
+)
+
+
+@pytest.mark.parametrize(
+    ("kube", "ours", "agrees", "note"),
+    [
+        (
+            _group([Outcome("bound", "n1"), Outcome("bound", "n2")]),
+            _group([Outcome("bound", "n2"), Outcome("bound", "n1")]),
+            True,
+            "",
+        ),
+        (
+            _group([Outcome("unschedulable", message="x"), Outcome("unschedulable", message="y")], (UNSCHEDULABLE,)),
+            _group([Outcome("bound", "n1"), Outcome("unschedulable", message="y")], (UNSCHEDULABLE,)),
+            False,
+            "bound members: kube-scheduler [] vs ours ['g-0']",
+        ),
+        (
+            _group([Outcome("pending"), Outcome("pending")], (UNSCHEDULABLE,)),
+            _group(
+                [Outcome("pending"), Outcome("pending")],
+                ((*UNSCHEDULABLE[:3], UNSCHEDULABLE[3] + ", pod group preemption: not eligible"),),
+            ),
+            True,
+            "",
+        ),
+        (
+            _group([Outcome("pending"), Outcome("pending")], (UNSCHEDULABLE,)),
+            _group([Outcome("pending"), Outcome("pending")]),
+            False,
+            "conditions: kube-scheduler",
+        ),
+        (  # a partly bound group's condition is kube-scheduler's race, not compared
+            _group([Outcome("bound", "n1"), Outcome("unschedulable", message="x")], (UNSCHEDULABLE,)),
+            _group(
+                [Outcome("bound", "n1"), Outcome("unschedulable", message="x")],
+                (("PodGroupInitiallyScheduled", "True", "Scheduled", ""),),
+            ),
+            True,
+            "",
+        ),
+    ],
+)
+def test_groups_are_compared_by_verdict_members_and_conditions(
+    kube: GroupObservation, ours: GroupObservation, agrees: bool, note: str
+) -> None:
+    result = compare_group(kube, ours, {})
+    assert result.agrees == agrees
+    assert any(n.startswith(note) for n in result.notes) if note else result.notes == ()
+
+
+def test_our_members_of_a_topology_constrained_group_must_share_a_domain() -> None:
+    labels = {"a1": {"zone": "a"}, "a2": {"zone": "a"}, "b1": {"zone": "b"}}
+    kube = _group([Outcome("bound", "a1"), Outcome("bound", "a2")], topology=("zone",))
+    together = _group([Outcome("bound", "a2"), Outcome("bound", "a1")], topology=("zone",))
+    apart = _group([Outcome("bound", "a1"), Outcome("bound", "b1")], topology=("zone",))
+    assert compare_group(kube, together, labels).placement_ok is True
+    split = compare_group(kube, apart, labels)
+    assert split.placement_ok is False and not split.agrees
+    assert "span ['a', 'b'] of topology key zone" in split.notes[0]

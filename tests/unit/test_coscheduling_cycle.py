@@ -137,3 +137,17 @@ async def test_a_member_that_fits_nowhere_releases_the_waiting_ones() -> None:
             client.conditions[f"ns/{name}"]["message"]
             == "0/1 nodes are available: 1 optimistic rejection in PostFilter."
         )
+
+
+async def test_a_new_member_sends_no_unscheduled_pod_add_without_generic_workload() -> None:
+    # kube-scheduler v1.37.2 moves unschedulable pods on UnscheduledPodAdd only with GenericWorkload on
+    # (eventhandlers.go addPodToSchedulingQueue); a new Coscheduling member must not wake the others.
+    sched, informers, _ = setup()
+    informers.on_pod("ADDED", raw_member("m1"))
+    info = sched.queue.pop_nowait()
+    assert info is not None
+    info.unschedulable_plugins = {"Coscheduling"}  # Coscheduling registers Pod/Add
+    sched.queue.add_unschedulable_if_not_present(info)
+    assert sched.queue.where("uid-m1") == "unschedulable"
+    informers.on_pod("ADDED", raw_member("m2"))
+    assert sched.queue.where("uid-m1") == "unschedulable"

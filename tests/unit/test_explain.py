@@ -321,3 +321,21 @@ def test_pod_outside_any_group_has_no_group_section() -> None:
     result = explain_pod(options, pod("solo", "1"), {"nodes": [node("a", "2")], "pod_groups": [upstream_group(2)]})
     assert result.group is None
     assert "group" not in result.render()
+
+
+def test_gang_that_would_preempt_says_it_waits_on_preemption() -> None:
+    """The group's PodGroupPostFilter runs dry: the verdict names the members' nominated nodes, and
+    nothing is evicted (explain writes nothing)."""
+    low = pod("low", "500m", node_name="n1")
+    members = [upstream_member(n, "400m") for n in ("g1", "g2")]
+    for member in members:
+        member["spec"]["priority"] = 10
+    group = upstream_group(2)
+    group["spec"]["priority"] = 10
+    cluster = {"nodes": [node("n1", "1")], "pods": [low, *members], "pod_groups": [group]}
+    result = explain_pod(Options(feature_gates=parse_feature_gates(GANG_GATES)), members[0], cluster)
+    assert result.group is not None
+    assert result.group.verdict == (
+        "waits on preemption (ns/g1 on n1, ns/g2 on n1): minCount (2) cannot be satisfied: 1 scheduled, "
+        "0 remaining, pod group preemption: found a placement for podgroup, preempting 1 victims"
+    )

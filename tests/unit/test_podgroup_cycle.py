@@ -235,7 +235,7 @@ async def test_pod_group_post_filter_reports_why_it_cannot_preempt() -> None:
     )
 
 
-async def test_pod_group_post_filter_says_it_does_not_preempt_when_victims_exist() -> None:
+async def test_pod_group_post_filter_preempts_and_nominates_the_members() -> None:
     sched, informers, client = setup()
     informers.on_node("ADDED", raw_node("n1"))
     low = raw_member("low", group=None, cpu="500m")
@@ -246,12 +246,24 @@ async def test_pod_group_post_filter_says_it_does_not_preempt_when_victims_exist
     informers.on_pod_group("ADDED", group)
     informers.on_pod("ADDED", raw_member("g1", priority=10, cpu="400m"))
     informers.on_pod("ADDED", raw_member("g2", priority=10, cpu="400m"))
+    waiting = registry_value(
+        metrics.REGISTRY, "scheduler_podgroup_schedule_attempts_total", result="waiting_on_preemption"
+    )
     assert await schedule_next(sched)
     assert client.bindings == {}
     assert pod_group_condition(client)["message"] == (
-        "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, pod group preemption: 1 lower-priority "
-        "pod(s) could make room, but this scheduler does not preempt for pod groups yet"
+        "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
+        "pod group preemption: found a placement for podgroup, preempting 1 victims"
     )
+    # kube's PodGroupWaitingOnPreemption result, not "unschedulable".
+    result = "waiting_on_preemption"
+    assert registry_value(metrics.REGISTRY, "scheduler_podgroup_schedule_attempts_total", result=result) == waiting + 1
+    assert client.evicted == ["ns/low"]
+    # Both members wait for the victim with their nominated node (kube's waitingOnPreemption).
+    assert {uid: sched.nominator.nominated_node(uid) for uid in ("uid-g1", "uid-g2")} == {
+        "uid-g1": "n1",
+        "uid-g2": "n1",
+    }
 
 
 async def test_pod_group_that_cannot_be_read_is_reported_once_and_affects_only_its_members() -> None:

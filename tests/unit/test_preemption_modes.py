@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from plugins.defaultpreemption.executor import Preemptor
 from scheduler.api.fake import FakeApiClient
-from scheduler.model.objects import Pod
 from scheduler.model.selectors import label_selector
 from tests.unit.test_preemption import TOO_MANY, fake_time, pdb, plugin, running, with_removal
 from tests.unit.test_schedule_one import raw_node, raw_pod, run_queue
@@ -54,7 +54,7 @@ async def run_mode(mode: str, cluster: dict[str, Any], seed: int) -> tuple[FakeA
     chosen: list[Any] = []
     original = preemption.executor.prepare_async
 
-    def record(candidate: Any, preemptor: Pod) -> None:
+    def record(candidate: Any, preemptor: Preemptor) -> None:
         chosen.append(candidate)
         original(candidate, preemptor)
 

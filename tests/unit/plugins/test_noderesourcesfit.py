@@ -3,7 +3,8 @@
 fit_test.go (TestEnoughRequests, TestNotEnoughRequests, TestStorageRequests,
 TestRestartableInitContainers, TestFitScore, TestIsFit, Test_isSchedulableAfterNodeChange),
 least_allocated_test.go, most_allocated_test.go and requested_to_capacity_ratio_test.go.
-Left out: the DRA-backed extended resource cases (DynamicResources is not implemented), the
+The DRA-backed extended resource cases of TestEnoughRequests are at the end (their DRA score
+cases are left out: kube's DRA pre-score is not ported). Left out: the
 in-place-resize preemption cases (InPlacePodVerticalScalingSchedulerPreemption is alpha, off),
 placement scoring (GenericWorkload, off), and the "Resources not set" / zero-weight cases, which
 the v1 config defaulting this scheduler reads its args through turns into the default resources
@@ -1187,3 +1188,48 @@ def test_no_cluster_event_requeues_a_pod_whose_request_is_beyond_int64() -> None
     bound = make_pod("b").node("n").container(requests={"cpu": "1"}).obj()
     assert fit._node_grew(pod, None, bigger) == QueueingHint.SKIP
     assert fit._pod_freed(pod, bound, None) == QueueingHint.SKIP
+
+
+# ---- DRAExtendedResource: resources a DeviceClass backs are DynamicResources' (fit_test.go) -------
+
+DRA_RESOURCE = "extended.resource.dra.io/something"
+
+
+@pytest.mark.parametrize(
+    ("name", "requests", "allocatable", "want"),
+    [
+        ("extended resource backed by device plugin", {"example.com/aaa": "1"}, {"example.com/aaa": "5"}, ()),
+        ("extended resource backed by DRA", {"cpu": "1m", DRA_RESOURCE: "1"}, {}, ()),
+        (
+            "extended resource NOT backed by DRA",
+            {"cpu": "1m", "example.com/bbb": "1"},
+            {},
+            ("Insufficient example.com/bbb",),
+        ),
+        (
+            "extended resource was backed by Device Plugin (Allocatable: 0)",
+            {DRA_RESOURCE: "1"},
+            {DRA_RESOURCE: "0"},
+            (),
+        ),
+        (
+            "backed by DRA, but the node offers too few through a device plugin",
+            {DRA_RESOURCE: "2"},
+            {DRA_RESOURCE: "1"},
+            (f"Insufficient {DRA_RESOURCE}",),
+        ),
+    ],
+)
+def test_dra_extended_resources_are_delegated(
+    name: str, requests: dict[str, str], allocatable: dict[str, str], want: tuple[str, ...]
+) -> None:
+    from scheduler.framework.dra import DEVICE_CLASS, DraManager
+
+    dra = DraManager([(DEVICE_CLASS, {"metadata": {"name": "c"}, "spec": {"extendedResourceName": DRA_RESOURCE}})])
+    plugin = fit.NodeResourcesFit(fit.parse_args({}), dra)
+    pod = make_pod("p").container(requests=requests).obj()
+    info = node_info(make_node("n").capacity({"cpu": "10", "memory": "20", "pods": "32", **allocatable}))
+    state = CycleState()
+    plugin.pre_filter(state, pod, [info])
+    status = plugin.filter(state, pod, info)
+    assert (status.reasons if status is not None else ()) == want, name
