@@ -48,7 +48,7 @@ from scheduler.config import (
     load_config,
     validate_leader_election,
 )
-from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, FeatureGates
+from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, TOPOLOGY_AWARE_WORKLOAD_SCHEDULING, FeatureGates
 from scheduler.framework.dra import DEVICE_CLASS, DEVICE_TAINT_RULE, RESOURCE_CLAIM, RESOURCE_SLICE
 from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.registry import Registry, load_entry_points
@@ -205,6 +205,7 @@ def build_scheduler(
     generic_workload = config.feature_gates.enabled(GENERIC_WORKLOAD)
     if generic_workload:
         cache.pod_groups.add_membership(scheduling_group_key)
+        metrics.register_pod_group_metrics(config.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING))
     handle = FrameworkHandle(
         client,
         Snapshot(),
