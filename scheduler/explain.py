@@ -276,11 +276,11 @@ def _claim_verdicts(pod: Pod, tracker: ClaimTracker) -> list[ClaimVerdict]:
 
 def _selected_node(allocation: Mapping[str, Any]) -> str:
     """The node an allocation is pinned to when its node selector names exactly one (node-local devices)."""
-    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ()
+    terms: list[Mapping[str, Any]] = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
     if len(terms) != 1:
         return ""
     for selector in terms[0].get("matchFields") or ():
-        values = selector.get("values") or ()
+        values: list[str] = selector.get("values") or []
         if selector.get("key") == "metadata.name" and selector.get("operator") == "In" and len(values) == 1:
             return str(values[0])
     return ""
