@@ -211,10 +211,7 @@ def _gang_bound(core: Any) -> dict[str, str]:
 
 
 def _gang_condition(plane: ControlPlane) -> dict[str, Any] | None:
-    status, reply = plane.http_request("GET", f"{POD_GROUPS}/{GANG}")
-    if status != 200:
-        raise RuntimeError(f"GET PodGroup {GANG}: {status} {reply.decode()}")
-    conditions = (json.loads(reply).get("status") or {}).get("conditions") or ()
+    conditions = (_get(plane, f"{POD_GROUPS}/{GANG}").get("status") or {}).get("conditions") or ()
     return next((c for c in conditions if c.get("type") == "PodGroupInitiallyScheduled"), None)
 
 
