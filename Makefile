@@ -1,7 +1,8 @@
 # One entry point for people and CI. Control-plane binaries are built from Go modules into
 # ~/.cache/secondary-scheduler when a command first needs one (hack/controlplane/build.sh NAME...)
-# and reused afterwards: `make demo` builds etcd, kube-apiserver and kwok only, showing the build's
-# log; the test targets build what their tests run up front (pytest would hide that log).
+# and reused afterwards: `make demo` builds etcd, kube-apiserver, kwok and kube-controller-manager
+# only, showing the build's log; the test targets build what their tests run up front (pytest would
+# hide that log).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -1,13 +1,19 @@
 """`make demo`: the scheduler at work on a local control plane, shown to a person.
 
 Starts etcd + kube-apiserver + kwok (20 simulated nodes; the apiserver serves upstream's PodGroups,
-GenericWorkload), runs `secondary-scheduler` as a real process with GenericWorkload on, submits a
-mixed workload, shows live progress, then prints where everything landed and why anything is still
-pending — and stops everything it started.
+GenericWorkload) and kube-controller-manager with only its resourceclaim controller, runs
+`secondary-scheduler` as a real process with GenericWorkload on, submits a mixed workload, shows
+live progress, then prints where everything landed and why anything is still pending — and stops
+everything it started.
 
 Among the workload is a gang: a PodGroup with minCount 4 whose members fit only the accelerator
 nodes, where there is room for 2. It waits whole (no member bound; the PodGroup and `explain` say
 why); then a second accelerator node joins and the gang binds whole.
+
+And GPUs through DRA: a DeviceClass, ResourceSlices publishing two GPUs on each of two nodes (no
+driver: the demo publishes them, kwok plays the kubelet), a ResourceClaimTemplate and pods asking
+one GPU each through it; the resourceclaim controller makes each pod's claim, the scheduler
+allocates a device and places the pod where it is, and the final table names each pod's device.
 """
 
 from __future__ import annotations
@@ -71,6 +77,15 @@ WORKLOAD = [
 ]
 
 
+# DRA: GPU_NODES publish GPUS_PER_NODE devices each; GPU_PODS pods ask one each through the template.
+GPU_DRIVER = "gpu.example.com"
+GPU_NODES = ("large-0", "large-1")
+GPUS_PER_NODE = 2
+GPU_PODS = 3
+GPU_TEMPLATE = "one-gpu"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+
+
 def _bar(done: int, total: int, width: int = 40) -> str:
     filled = width * done // max(total, 1)
     return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
@@ -129,16 +144,74 @@ def _create_gang(plane: ControlPlane) -> None:
         _post(plane, f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
 
 
+def _create_gpus(plane: ControlPlane) -> None:
+    """The DeviceClass, the nodes' ResourceSlices, the claim template and the pods that use it (raw
+    JSON: the Python client's models predate resource.k8s.io/v1)."""
+    selector = {"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}
+    _post(plane, f"{RESOURCE_API}/deviceclasses", {"metadata": {"name": GPU_DRIVER}, "spec": {"selectors": [selector]}})
+    for node in GPU_NODES:
+        spec = {
+            "driver": GPU_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(GPUS_PER_NODE)],
+        }
+        _post(plane, f"{RESOURCE_API}/resourceslices", {"metadata": {"name": f"{node}-gpus"}, "spec": spec})
+    request = {"name": "gpu", "exactly": {"deviceClassName": GPU_DRIVER}}
+    _post(
+        plane,
+        f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaimtemplates",
+        {"metadata": {"name": GPU_TEMPLATE}, "spec": {"spec": {"devices": {"requests": [request]}}}},
+    )
+    for i in range(GPU_PODS):
+        spec = {
+            "schedulerName": SCHEDULER,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": GPU_TEMPLATE}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "claims": [{"name": "gpu"}]},
+                }
+            ],
+        }
+        pod = {"metadata": {"name": f"inference-{i}", "labels": {"app": "inference"}}, "spec": spec}
+        _post(plane, f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+
+
+def _get(plane: ControlPlane, path: str) -> dict[str, Any]:
+    status, reply = plane.http_request("GET", path)
+    if status != 200:
+        raise RuntimeError(f"GET {path}: {status} {reply.decode()}")
+    found: dict[str, Any] = json.loads(reply)
+    return found
+
+
+def _gpu_table(plane: ControlPlane) -> None:
+    """Each GPU pod's node and the devices its claim was allocated (driver/pool/device)."""
+    claims = {
+        c["metadata"]["name"]: c for c in _get(plane, f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaims")["items"]
+    }
+    pods = _get(plane, f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector=app%3Dinference")["items"]
+    print(f"\nGPUs through DRA ({GPU_DRIVER}: {GPUS_PER_NODE} on each of {', '.join(GPU_NODES)}):")
+    print(f"  {'pod':<14}{'node':<10}{'claim':<26}devices")
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        claim_name = next((str(s.get("resourceClaimName") or "") for s in statuses), "")
+        claim = claims.get(claim_name) or {}
+        results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or ()
+        devices = ", ".join(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results) or "none"
+        node = (pod.get("spec") or {}).get("nodeName") or "(pending)"
+        print(f"  {pod['metadata']['name']:<14}{node:<10}{claim_name or '(no claim yet)':<26}{devices}")
+
+
 def _gang_bound(core: Any) -> dict[str, str]:
     pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"app={GANG}").items
     return {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
 
 
 def _gang_condition(plane: ControlPlane) -> dict[str, Any] | None:
-    status, reply = plane.http_request("GET", f"{POD_GROUPS}/{GANG}")
-    if status != 200:
-        raise RuntimeError(f"GET PodGroup {GANG}: {status} {reply.decode()}")
-    conditions = (json.loads(reply).get("status") or {}).get("conditions") or ()
+    conditions = (_get(plane, f"{POD_GROUPS}/{GANG}").get("status") or {}).get("conditions") or ()
     return next((c for c in conditions if c.get("type") == "PodGroupInitiallyScheduled"), None)
 
 
@@ -235,6 +308,7 @@ def _report(plane: ControlPlane, core: Any, port: int) -> None:
         cpu = f"{used.milli_cpu / 1000:.2f}/{alloc.milli_cpu / 1000:.0f} ({cpu_pct}%)"
         mem = f"{used.memory / 2**30:.1f}/{alloc.memory / 2**30:.0f}Gi ({mem_pct}%)"
         print(f"{name:<14}{len(per_node[name]):>5}  {cpu:>27}  {mem:>30}")
+    _gpu_table(plane)
     gang_condition = _gang_condition(plane) or {}
     print(
         f"\npod group {GANG}: {len(_gang_bound(core))}/{GANG_MEMBERS} members bound, "
@@ -263,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     started = time.monotonic()
-    print("starting control plane (etcd, kube-apiserver, kwok)...", flush=True)
+    print("starting control plane (etcd, kube-apiserver, kwok, kube-controller-manager)...", flush=True)
     with ControlPlane(
         feature_gates={GENERIC_WORKLOAD: True}, runtime_config={"scheduling.k8s.io/v1beta1": "true"}
     ) as plane:
@@ -277,14 +351,20 @@ def main(argv: list[str] | None = None) -> int:
                 taints = [ACCEL_TAINT] if shape == ACCEL else None
                 for i in range(count):
                     make_node(core, f"{shape}-{i}", cpu=cpu, memory=memory, labels={"demo/shape": shape}, taints=taints)
+            # Only the controller that makes each pod's ResourceClaim from its template.
+            plane.start_kube_controller_manager("resourceclaim-controller")
             print(f"control plane up in {time.monotonic() - started:.1f}s; {sum(s[1] for s in NODE_SHAPES)} nodes")
             with running_scheduler(plane, SCHEDULER, extra_args=(f"--feature-gates={GATE}",)) as port:
                 t0 = time.monotonic()
                 ours = _create_workload(core, scheduling)
                 _create_gang(plane)
-                ours += GANG_MEMBERS
-                total = sum(g.count for g in WORKLOAD) + GANG_MEMBERS
-                print(f"submitted {total} pods ({ours} for {SCHEDULER}, {GANG_MEMBERS} of them the gang {GANG})")
+                _create_gpus(plane)
+                ours += GANG_MEMBERS + GPU_PODS
+                total = sum(g.count for g in WORKLOAD) + GANG_MEMBERS + GPU_PODS
+                print(
+                    f"submitted {total} pods ({ours} for {SCHEDULER}, {GANG_MEMBERS} of them the gang {GANG}, "
+                    f"{GPU_PODS} asking one GPU each through the ResourceClaimTemplate {GPU_TEMPLATE})"
+                )
                 _progress(core, ours, args.timeout)
                 print(f"settled in {time.monotonic() - t0:.1f}s")
                 _gang(plane, core, args.timeout)

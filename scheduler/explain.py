@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plugins.coscheduling.core import PodGroup as CoschedulingPodGroup
+from plugins.dynamicresources.claims import ClaimProblem, pod_claim_name
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.app import (
+    DRA_KOPF_KINDS,
+    DRA_REFLECTED_KINDS,
     POD_GROUP_COLLECTION,
     SCHEDULER_PLUGINS_POD_GROUPS,
     VOLUME_KINDS,
@@ -38,6 +41,7 @@ from scheduler.app import (
     full_registry,
     load_scheduler_config,
 )
+from scheduler.framework.dra import ClaimTracker, allocation_of
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, Diagnosis, FitError, QueuedPodInfo, Status, pod_group_member_order
@@ -96,6 +100,26 @@ class GroupExplanation:
 
 
 @dataclass
+class ClaimVerdict:
+    """One entry of the pod's spec.resourceClaims: its claim and the devices allocated to it."""
+
+    entry: str
+    claim: str = ""
+    # "driver/pool/device" per allocated device, in the allocation's order.
+    devices: list[str] = field(default_factory=list)
+    node: str = ""
+    problem: str = ""
+
+    def render(self) -> str:
+        if self.problem:
+            return f"  {self.entry}: {self.problem}"
+        if self.devices:
+            where = f" (node {self.node})" if self.node else ""
+            return f"  {self.entry}: claim {self.claim} allocated {', '.join(self.devices)}{where}"
+        return f"  {self.entry}: claim {self.claim} not allocated"
+
+
+@dataclass
 class Explanation:
     pod: str
     profile: str
@@ -104,6 +128,7 @@ class Explanation:
     verdicts: list[NodeVerdict]
     message: str
     group: GroupExplanation | None = None
+    claims: list[ClaimVerdict] = field(default_factory=list)
 
     @property
     def feasible(self) -> list[NodeVerdict]:
@@ -115,6 +140,9 @@ class Explanation:
             lines.append(f"already bound to {self.bound_to}")
         if self.group is not None:
             lines.extend(self.group.render())
+        if self.claims:
+            lines.append("resource claims:")
+            lines.extend(c.render() for c in self.claims)
         if self.pre_filter is not None:
             lines.append(f"rejected before filtering by {self.pre_filter.plugin}: {self.pre_filter.message}")
         rejected = [v for v in self.verdicts if v.status is not None]
@@ -155,6 +183,12 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
     for (_, _, _, kind), items in zip(VOLUME_KINDS, cluster.get("volumes_by_kind", ()), strict=False):
         for item in items:
             informers.on_volume_object(kind, "ADDED", item)
+    # Classes and taint rules before the slices they select and taint, claims last (as _prime lists them).
+    dra_kinds = [kind for *_, kind in DRA_KOPF_KINDS] + [kind for *_, kind in reversed(DRA_REFLECTED_KINDS)]
+    dra_objects = cluster.get("dra_by_kind", {})
+    for kind in dra_kinds:
+        for item in dra_objects.get(kind, ()):
+            informers.on_dra_object(kind, "ADDED", item)
     for node in cluster.get("nodes", ()):
         informers.on_node("ADDED", node)
     for budget in cluster.get("pdbs", ()):
@@ -208,7 +242,48 @@ def explain_pod(options: Options, raw_pod: dict[str, Any], cluster: dict[str, An
             if post_status is not None:
                 diagnosis.post_filter_msg = post_status.message
         message = "FailedScheduling: " + str(FitError(pod, len(nodes), diagnosis))
-    return Explanation(pod.key, profile, pod.node_name, pre_status, verdicts, message, group_explanation)
+    claims = _claim_verdicts(pod, informers.dra.claims)
+    return Explanation(pod.key, profile, pod.node_name, pre_status, verdicts, message, group_explanation, claims)
+
+
+def _claim_verdicts(pod: Pod, tracker: ClaimTracker) -> list[ClaimVerdict]:
+    """Each spec.resourceClaims entry: the claim it names (or the template's generated one) and the
+    devices its allocation holds; a claim that is missing, not created yet or foreign says so in
+    kube's words."""
+    verdicts = []
+    for pod_claim in pod.spec.get("resourceClaims") or ():
+        verdict = ClaimVerdict(str(pod_claim.get("name") or ""))
+        verdicts.append(verdict)
+        try:
+            name, _ = pod_claim_name(pod, pod_claim)
+        except ClaimProblem as exc:
+            verdict.problem = str(exc)
+            continue
+        if name is None:
+            verdict.problem = "no claim needed (none generated for this template entry)"
+            continue
+        verdict.claim = name
+        claim = tracker.get(pod.namespace, name)
+        if claim is None:
+            verdict.problem = f'could not find ResourceClaim "{pod.namespace}/{name}"'
+            continue
+        allocation = allocation_of(claim) or {}
+        results = (allocation.get("devices") or {}).get("results") or ()
+        verdict.devices = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
+        verdict.node = _selected_node(allocation)
+    return verdicts
+
+
+def _selected_node(allocation: Mapping[str, Any]) -> str:
+    """The node an allocation is pinned to when its node selector names exactly one (node-local devices)."""
+    terms: list[Mapping[str, Any]] = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    if len(terms) != 1:
+        return ""
+    for selector in terms[0].get("matchFields") or ():
+        values: list[str] = selector.get("values") or []
+        if selector.get("key") == "metadata.name" and selector.get("operator") == "In" and len(values) == 1:
+            return str(values[0])
+    return ""
 
 
 def _count_unscheduled_members(sched: Scheduler, pod: Pod, raw_pods: Any) -> None:
@@ -342,6 +417,10 @@ async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tu
         for group, version, plural, _ in VOLUME_KINDS:
             path = collection_path(group, version, plural)
             cluster["volumes_by_kind"].append((await client.request("GET", path))["items"])
+        cluster["dra_by_kind"] = {
+            kind: await _list_if_served(client, collection_path(group, version, plural))
+            for group, version, plural, kind in (*DRA_REFLECTED_KINDS, *DRA_KOPF_KINDS)
+        }
         cluster["pod_groups"] = await _list_if_served(client, POD_GROUP_COLLECTION)
         groups = collection_path(*SCHEDULER_PLUGINS_POD_GROUPS)
         cluster["scheduler_plugins_pod_groups"] = await _list_if_served(client, groups)
@@ -351,7 +430,8 @@ async def fetch_cluster(kubeconfig: str | None, namespace: str, name: str) -> tu
 
 
 async def _list_if_served(client: HttpApiClient, path: str) -> list[dict[str, Any]]:
-    """Either API's PodGroups, or none where the apiserver does not serve them (gate or CRD absent)."""
+    """A kind's objects, or none where the apiserver does not serve it (gate, CRD or resource.k8s.io
+    kind absent: DeviceTaintRule only since 1.37)."""
     try:
         items: list[dict[str, Any]] = (await client.request("GET", path))["items"]
     except ApiError as exc:

@@ -1,7 +1,9 @@
-"""`make demo` as a newcomer's first run has it (the gang's story included: waits whole, binds whole):
-from a control-plane cache that holds etcd, kube-apiserver and kwok and nothing else, with no Go
-toolchain to build anything more. A demo that asked for more (kube-scheduler, kubectl, helm, ...)
-would cost a fresh clone minutes of Go builds; here it fails at once instead.
+"""`make demo` as a newcomer's first run has it (the gang's story included: waits whole, binds whole;
+and GPUs through DRA: each pod placed where its allocated device is): from a control-plane cache that
+holds etcd, kube-apiserver, kwok and kube-controller-manager (its resourceclaim controller makes the
+pods' claims from their template) and nothing else, with no Go toolchain to build anything more. A
+demo that asked for more (kube-scheduler, kubectl, helm, ...) would cost a fresh clone minutes of Go
+builds; here it fails at once instead.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from harness.controlplane import BUILD_SCRIPT, REPO_ROOT, ensure_binaries
 
 pytestmark = pytest.mark.cluster
 
-DEMO_BINARIES = ("etcd", "kube-apiserver", "kwok")
+DEMO_BINARIES = ("etcd", "kube-apiserver", "kwok", "kube-controller-manager")
 
 
-def test_demo_runs_from_etcd_apiserver_and_kwok_alone(tmp_path: Path) -> None:
+def test_demo_runs_from_etcd_apiserver_kwok_and_controller_manager_alone(tmp_path: Path) -> None:
     built = ensure_binaries(*DEMO_BINARIES)
     cache = tmp_path / "cache"
     bin_dir = cache / built.parent.name / "bin"  # the same pins, hence the same cache key
@@ -51,6 +53,17 @@ def test_demo_runs_from_etcd_apiserver_and_kwok_alone(tmp_path: Path) -> None:
     assert any(line.startswith("    demo/training-2: 0/20 nodes are available: 1 Insufficient cpu") for line in lines)
     assert any(line.startswith("gang training bound whole in ") for line in lines), proc.stdout[-3000:]
     assert "pod group training: 4/4 members bound, PodGroupInitiallyScheduled=True (Scheduled)" in lines
+    # Three pods asked one GPU each through the template: each got its own device, on the node it is bound to.
+    assert "GPUs through DRA (gpu.example.com: 2 on each of large-0, large-1):" in lines
+    gpu_rows = [line.split() for line in lines if line.startswith("  inference-")]
+    assert [row[0] for row in gpu_rows] == ["inference-0", "inference-1", "inference-2"], proc.stdout[-3000:]
+    devices = []
+    for pod, node, claim, device in gpu_rows:
+        assert claim.startswith(f"{pod}-gpu-")
+        driver, pool, name = device.split("/")
+        assert (driver, pool) == ("gpu.example.com", node), (pod, node, device)
+        devices.append((pool, name))
+    assert len(set(devices)) == 3
     assert sorted(p.name for p in bin_dir.iterdir() if not p.name.startswith(".")) == sorted(files)
 
 

@@ -3,8 +3,9 @@ kube-controller-manager's resourceclaim controller making claims from templates.
 the tests publish ResourceSlices and DeviceClasses themselves and kwok plays the kubelet.
 
 Covered: a claim allocated and its pod bound (finalizer, allocation, reservedFor written); two
-claims of 2 devices on a node with 2 (kube's message for the second); template claims; one claim
-shared by two pods; an extended resource backed by a DeviceClass (the pod's special claim).
+claims of 2 devices on a node with 2 (kube's message for the second, and what `explain` says of
+both pods); template claims; one claim shared by two pods; an extended resource backed by a
+DeviceClass (the pod's special claim).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 
 from harness.controlplane import ControlPlane
 from harness.workload import running_scheduler, scheduled_condition, wait_for
+from scheduler import explain
+from scheduler.app import Options
 from tests.cluster.conftest import NodeFactory
 
 pytestmark = pytest.mark.cluster
@@ -195,6 +198,17 @@ def test_two_claims_of_two_devices_on_a_node_with_two(
     assert message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
     assert _node_of(core, namespace, "second") is None
     assert _allocated(dra.get_claim("b")) == []
+    # explain reads the claims, slices and classes from the API: per node why "b" cannot be allocated,
+    # and which devices "a" holds.
+    options = Options(kubeconfig=str(control_plane.kubeconfig), scheduler_name=scheduler_name)
+    second = explain.run(options, namespace, "second").splitlines()
+    for name in names:
+        assert f"{name}  DynamicResources: cannot allocate all claims" in second
+    assert "  gpu: claim b not allocated" in second
+    assert "FailedScheduling: 0/2 nodes are available: 2 cannot allocate all claims." in second[-1]
+    first = explain.run(options, namespace, "first").splitlines()
+    devices = f"{dra.driver}/{names[0]}/gpu-0, {dra.driver}/{names[0]}/gpu-1"
+    assert f"  gpu: claim a allocated {devices} (node {names[0]})" in first
 
 
 def test_template_claims_and_a_shared_claim(

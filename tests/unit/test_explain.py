@@ -339,3 +339,112 @@ def test_gang_that_would_preempt_says_it_waits_on_preemption() -> None:
         "waits on preemption (ns/g1 on n1, ns/g2 on n1): minCount (2) cannot be satisfied: 1 scheduled, "
         "0 remaining, pod group preemption: found a placement for podgroup, preempting 1 victims"
     )
+
+
+DRIVER = "gpu.example.com"
+
+
+def gpu_slice(node_name: str, devices: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{node_name}-gpus", "uid": f"{node_name}-gpus"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}"} for i in range(devices)],
+        },
+    }
+
+
+def gpu_claim(name: str, count: int, allocated_on: str = "") -> dict[str, Any]:
+    claim: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "ns", "uid": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count},
+                    }
+                ]
+            }
+        },
+    }
+    if allocated_on:
+        claim["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": DRIVER, "pool": allocated_on, "device": f"gpu-{i}"}
+                        for i in range(count)
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [allocated_on]}]}
+                    ]
+                },
+            },
+            "reservedFor": [{"resource": "pods", "name": "holder", "uid": "holder"}],
+        }
+    return claim
+
+
+def claiming_pod(name: str, claim: str, node_name: str = "") -> dict[str, Any]:
+    raw = pod(name, "100m", node_name=node_name)
+    raw["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return raw
+
+
+def dra_cluster(*claims: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodes": [node("plain", "4"), node("one-gpu", "4"), node("two-gpus", "4")],
+        "pods": [claiming_pod("holder", "held", node_name="two-gpus")],
+        "dra_by_kind": {
+            "DeviceClass": [
+                {
+                    "metadata": {"name": "gpu", "uid": "gpu"},
+                    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+                }
+            ],
+            "ResourceSlice": [gpu_slice("one-gpu", 1), gpu_slice("two-gpus", 2)],
+            "ResourceClaim": [gpu_claim("held", 1, allocated_on="two-gpus"), *claims],
+        },
+    }
+
+
+def test_claims_that_cannot_be_allocated_say_so_per_node() -> None:
+    """Two GPUs are wanted: the node with none and the node with one cannot allocate, and the node with
+    two has one left (the other is held by an allocated claim)."""
+    result = explain_pod(Options(), claiming_pod("want", "pair"), dra_cluster(gpu_claim("pair", 2)))
+    by_node = {v.node: v.status for v in result.verdicts}
+    for name in ("plain", "one-gpu", "two-gpus"):
+        status = by_node[name]
+        assert status is not None, name
+        assert status.plugin == "DynamicResources"
+        assert status.message == "cannot allocate all claims"
+    assert result.message.startswith("FailedScheduling: 0/3 nodes are available: 3 cannot allocate all claims.")
+    text = result.render()
+    assert "  gpu: claim pair not allocated" in text
+    assert "rejected by: DynamicResources (3 nodes)" in text
+
+
+def test_allocated_claim_lists_its_devices() -> None:
+    result = explain_pod(Options(), claiming_pod("holder", "held", node_name="two-gpus"), dra_cluster())
+    assert [(c.claim, c.devices, c.node) for c in result.claims] == [("held", [f"{DRIVER}/two-gpus/gpu-0"], "two-gpus")]
+    assert f"  gpu: claim held allocated {DRIVER}/two-gpus/gpu-0 (node two-gpus)" in result.render()
+
+
+def test_one_gpu_claim_fits_where_a_device_is_free() -> None:
+    result = explain_pod(Options(), claiming_pod("want", "single"), dra_cluster(gpu_claim("single", 1)))
+    assert {v.node for v in result.feasible} == {"one-gpu", "two-gpus"}
+    plain = next(v.status for v in result.verdicts if v.node == "plain")
+    assert plain is not None
+    assert plain.plugin == "DynamicResources"
+
+
+def test_missing_claim_is_named() -> None:
+    result = explain_pod(Options(), claiming_pod("want", "absent"), dra_cluster())
+    assert result.pre_filter is not None
+    assert result.pre_filter.plugin == "DynamicResources"
+    assert [c.problem for c in result.claims] == ['could not find ResourceClaim "ns/absent"']
