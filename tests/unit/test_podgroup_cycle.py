@@ -340,3 +340,26 @@ async def test_topology_constrained_pair_shares_a_domain() -> None:
     assert await schedule_next(sched)
     assert len(client.bindings) == 2
     assert {node[0] for node in client.bindings.values()} in ({"a"}, {"b"})
+
+
+async def test_retried_gang_tries_its_members_in_the_order_of_the_failed_attempt() -> None:
+    """gang-mixed-sizes-does-not-fit: each member keeps the timestamp of its own hand-back, as kube's
+    do, so a retry tries the small members first again and the big one still finds no room (one
+    timestamp for the whole group made the retry go by name, big first, and bind the gang)."""
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("big", cpu="4"))
+    for node in ("s1", "s2"):
+        informers.on_node("ADDED", raw_node(node))
+    informers.on_pod_group("ADDED", raw_pod_group("g", min_count=4))
+    for name in ("g-small-0", "g-small-1", "g-small-2"):
+        informers.on_pod("ADDED", raw_member(name, group="g", cpu="900m"))
+    informers.on_pod("ADDED", raw_member("g-big", group="g", cpu="3"))
+    for _ in range(2):
+        assert await schedule_next(sched)
+        assert client.bindings == {}
+        waiting = sched.queue.get("uid-g-big") or pytest.fail("queued")
+        await asyncio.sleep(sched.queue.backoff_duration(waiting))
+        assert sched.queue.flush_backoff_completed() == 4
+    assert await schedule_next(sched)
+    assert client.bindings == {}
+    assert pod_group_condition(client, "g")["reason"] == "Unschedulable"
