@@ -363,3 +363,19 @@ async def test_retried_gang_tries_its_members_in_the_order_of_the_failed_attempt
     assert await schedule_next(sched)
     assert client.bindings == {}
     assert pod_group_condition(client, "g")["reason"] == "Unschedulable"
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_topology_constrained_gang_prefers_the_fuller_domain(seed: int) -> None:
+    """gang-topology-min-count-below-size: both zones hold both members, so PodGroupPodsCount ties;
+    NodeResourcesFit's PlacementScore (MostAllocated over the zone) gives zone b 38 and zone a 25, as
+    kube-scheduler v1.37.2 logged on the same cluster, so the gang lands in b whatever the tie-break."""
+    sched, informers, client = setup(TAS)
+    sched.rng = random.Random(seed)
+    for name, zone in (("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"), ("b2", "b")):
+        informers.on_node("ADDED", zone_node(name, zone, cpu="4"))
+    informers.on_pod_group("ADDED", zoned_group("gang", 2))
+    for name in ("g1", "g2"):
+        informers.on_pod("ADDED", raw_member(name, cpu="3"))
+    assert await schedule_next(sched)
+    assert sorted(client.bindings.values()) == ["b1", "b2"]
