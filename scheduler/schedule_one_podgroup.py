@@ -382,6 +382,14 @@ class PodGroupCycle:
         """`nominations` is set when the group waits on preemption: every member goes back to the
         queue with its nominated node (kube's waitingOnPreemption)."""
         sched = self.sched
+        # The group's condition goes out before any member's bind: whoever sees the members bound
+        # then sees the PodGroup's verdict too (kube patches it while the binding cycles start).
+        if status is None:
+            self._set_condition(pod_group, "True", REASON_SCHEDULED, "")
+        elif status.is_rejection:
+            self._set_condition(pod_group, "False", REASON_UNSCHEDULABLE, status.message)
+        else:
+            self._set_condition(pod_group, "False", REASON_SCHEDULER_ERROR, status.message)
         scheduled = unschedulable = 0
         for i, info in enumerate(members):
             result = results[i] if i < len(results) else MemberResult(info, CycleState(), status)
@@ -412,16 +420,13 @@ class PodGroupCycle:
                 sched.handle_failure(fw, info, own, result.fit_error, nominated, keep_nomination=True)
             unschedulable += 1
         if status is None:
-            self._set_condition(pod_group, "True", REASON_SCHEDULED, "")
             log.info("Successfully scheduled a pod group", podGroup=str(group.key), scheduledPods=scheduled)
         elif status.is_rejection:
-            self._set_condition(pod_group, "False", REASON_UNSCHEDULABLE, status.message)
             if nominations is not None:
                 log.info("Pod group is waiting for preemption", podGroup=str(group.key), err=status.message)
             else:
                 log.info("Unable to schedule a pod group", podGroup=str(group.key), err=status.message)
         else:
-            self._set_condition(pod_group, "False", REASON_SCHEDULER_ERROR, status.message)
             log.error("Error scheduling pod group", podGroup=str(group.key), err=status.message)
         sched.queue.add_attempted_group(group, succeeded=status is None)
 

@@ -379,3 +379,18 @@ async def test_topology_constrained_gang_prefers_the_fuller_domain(seed: int) ->
         informers.on_pod("ADDED", raw_member(name, cpu="3"))
     assert await schedule_next(sched)
     assert sorted(client.bindings.values()) == ["b1", "b2"]
+
+
+async def test_pod_group_condition_is_written_before_the_members_bind() -> None:
+    """gang-min-count-lowered, gang-taint-removed, gang-member-deleted-while-waiting: the PodGroup's
+    Scheduled condition went out after the members' binds, so whoever saw the gang bound (the
+    agreement harness, a user's kubectl) could still read no condition or the last failure's."""
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="8"))
+    informers.on_pod_group("ADDED", raw_pod_group("g", 2))
+    for name in ("g1", "g2"):
+        informers.on_pod("ADDED", raw_member(name, group="g", cpu="100m"))
+    assert await schedule_next(sched)
+    group_writes = [write for write in client.writes if write[0] in ("bind", "podgroup-status")]
+    assert group_writes == [("podgroup-status", "ns/g"), ("bind", "ns/g1"), ("bind", "ns/g2")]
+    assert pod_group_condition(client, "g")["status"] == "True"
