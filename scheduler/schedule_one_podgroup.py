@@ -36,7 +36,7 @@ from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
 from scheduler.cache import Cache, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
-from scheduler.framework.podgroups import PodGroupState
+from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (
     Code,
@@ -433,9 +433,13 @@ class PodGroupCycle:
     # ---- the PodGroup's condition (kube's updatePodGroupCondition) ----------------------------
 
     def _set_condition(self, pod_group: PodGroup, status: str, reason: str, message: str) -> None:
+        state = self.sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, pod_group.namespace, pod_group.name))
         existing = pod_group.condition(POD_GROUP_INITIALLY_SCHEDULED)
-        if existing is not None and existing.get("status") == "True" and status != "True":
+        scheduled = existing is not None and existing.get("status") == "True"
+        if status != "True" and (scheduled or (state is not None and state.scheduled_uid == pod_group.uid)):
             return  # a group scheduled once does not regress for members that come later
+        if status == "True" and state is not None:
+            state.scheduled_uid = pod_group.uid
         condition: Mapping[str, Any] = {
             "type": POD_GROUP_INITIALLY_SCHEDULED,
             "status": status,
@@ -456,6 +460,9 @@ class PodGroupCycle:
             )
         except Exception as exc:
             log.error("Failed to update PodGroup status", podGroup=pod_group.key, error=str(exc))
+            state = self.sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, pod_group.namespace, pod_group.name))
+            if condition.get("status") == "True" and state is not None and state.scheduled_uid == pod_group.uid:
+                state.scheduled_uid = ""  # not written: a later failure may be reported, as in kube
 
 
 class _Simulation:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
+from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import default_config
@@ -394,3 +395,36 @@ async def test_pod_group_condition_is_written_before_the_members_bind() -> None:
     group_writes = [write for write in client.writes if write[0] in ("bind", "podgroup-status")]
     assert group_writes == [("podgroup-status", "ns/g"), ("bind", "ns/g1"), ("bind", "ns/g2")]
     assert pod_group_condition(client, "g")["status"] == "True"
+
+
+async def test_scheduled_pod_group_does_not_regress_before_the_informer_shows_it() -> None:
+    """gang-topology-min-count-below-size: the member left over was retried 16 ms after its group
+    bound, before the watch brought back the True condition, and its failure wrote False over it.
+    kube writes the condition synchronously, so its informer has it by then; here the cycle keeps
+    what it wrote (the fake never echoes it, as a slow watch would not yet)."""
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="2"))
+    informers.on_pod_group("ADDED", raw_pod_group("g", 2))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name, group="g", cpu="800m"))
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2"]
+    assert pod_group_condition(client, "g")["status"] == "True"
+    assert await schedule_next(sched)  # g3 alone, straight back to activeQ after its group's success
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2"]
+    assert pod_group_condition(client, "g")["status"] == "True"
+
+
+async def test_scheduled_condition_that_was_not_written_does_not_hold_back_a_later_failure() -> None:
+    """The True the apiserver refused was never there: the next failure is reported, as in kube."""
+    sched, informers, client = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="2"))
+    informers.on_pod_group("ADDED", raw_pod_group("g", 2))
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name, group="g", cpu="800m"))
+    client.pod_group_errors["ns/g"] = ApiError(500, "etcdserver: request timed out")
+    assert await schedule_next(sched)
+    assert sorted(client.bindings) == ["ns/g1", "ns/g2"]
+    assert "ns/g" not in client.pod_group_conditions
+    assert await schedule_next(sched)
+    assert pod_group_condition(client, "g")["status"] == "False"
