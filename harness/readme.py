@@ -84,6 +84,9 @@ class BenchFile:
         ours, kube, null = rows.get("ours"), rows.get("kube"), rows.get("null")
         if ours is None or kube is None or ours.get("error") or kube.get("error"):
             return None
+        # A run too short for one throughput sample (a handful of pods) has no ratio to show.
+        if any(row.get(key) is None for row in (ours, kube) for key in ("throughput_avg", "cpu_ms_per_pod")):
+            return None
         return ours, kube, None if null is None or null.get("error") else null
 
 

@@ -179,14 +179,20 @@ def wait_for(
 
 
 def make_node(
-    core: Any, name: str, cpu: str = "4", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None
+    core: Any,
+    name: str,
+    cpu: str = "4",
+    memory: str = "32Gi",
+    pods: str = "110",
+    labels: dict[str, str] | None = None,
+    taints: list[k8s_client.V1Taint] | None = None,
 ) -> None:
     capacity = {"cpu": cpu, "memory": memory, "pods": pods}
     node = k8s_client.V1Node(
         metadata=k8s_client.V1ObjectMeta(
             name=name, labels={"type": "kwok", **(labels or {})}, annotations={"kwok.x-k8s.io/node": "fake"}
         ),
-        spec=k8s_client.V1NodeSpec(),
+        spec=k8s_client.V1NodeSpec(taints=taints),
         status=k8s_client.V1NodeStatus(capacity=capacity, allocatable=capacity),
     )
     created = core.create_node(node)

@@ -1,9 +1,10 @@
 """Wiring: config → registry → profiles → queue, cache, scheduler → informers → servers.
 
 kopf runs the watches of namespaces and workloads (on.event handlers only: nothing is ever
-written onto watched objects; event posting is off; no peering), and of PodDisruptionBudgets
-for preemption; the pod, node and storage streams, whose volume grows with the scheduling rate
-(pods, their claims and PVs) and the cluster size (node heartbeats, CSINodes), go through the
+written onto watched objects; event posting is off; no peering), of PodDisruptionBudgets
+for preemption and of DeviceClasses and DeviceTaintRules for DRA; the pod, node, storage and
+ResourceClaim/ResourceSlice streams, whose volume grows with the scheduling rate (pods, their
+claims and PVs) and the cluster size (node heartbeats, CSINodes, slices), go through the
 lean Reflector (scheduler.api.watch).
 The scheduling loop, the queue's flush loops, the assumed-pod expiry and the metrics/health
 server run beside them on the same event loop.
@@ -47,7 +48,8 @@ from scheduler.config import (
     load_config,
     validate_leader_election,
 )
-from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, FeatureGates
+from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, TOPOLOGY_AWARE_WORKLOAD_SCHEDULING, FeatureGates
+from scheduler.framework.dra import DEVICE_CLASS, DEVICE_TAINT_RULE, RESOURCE_CLAIM, RESOURCE_SLICE
 from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.registry import Registry, load_entry_points
 from scheduler.framework.runtime import Framework, FrameworkHandle, StaticNamespaces
@@ -115,6 +117,17 @@ VOLUME_KINDS = (
     ("storage.k8s.io", "v1", "csidrivers", CSI_DRIVER),
     ("storage.k8s.io", "v1", "csistoragecapacities", CSI_STORAGE_CAPACITY),
     ("storage.k8s.io", "v1", "volumeattachments", VOLUME_ATTACHMENT),
+)
+
+# DynamicResources' listers. Claims (one or more per pod) and slices (several per node) grow with
+# the scheduling rate and the cluster: the Reflector. Classes and taint rules are few: kopf.
+DRA_REFLECTED_KINDS = (
+    ("resource.k8s.io", "v1", "resourceclaims", RESOURCE_CLAIM),
+    ("resource.k8s.io", "v1", "resourceslices", RESOURCE_SLICE),
+)
+DRA_KOPF_KINDS = (
+    ("resource.k8s.io", "v1", "deviceclasses", DEVICE_CLASS),
+    ("resource.k8s.io", "v1", "devicetaintrules", DEVICE_TAINT_RULE),
 )
 
 
@@ -192,6 +205,7 @@ def build_scheduler(
     generic_workload = config.feature_gates.enabled(GENERIC_WORKLOAD)
     if generic_workload:
         cache.pod_groups.add_membership(scheduling_group_key)
+        metrics.register_pod_group_metrics(config.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING))
     handle = FrameworkHandle(
         client,
         Snapshot(),
@@ -220,7 +234,9 @@ def runs_coscheduling(scheduler: Scheduler) -> bool:
     )
 
 
-def _kopf_registry(informers: Informers, connection: Connection, gates: FeatureGates) -> kopf.OperatorRegistry:
+def _kopf_registry(
+    informers: Informers, connection: Connection, gates: FeatureGates, dra_served: frozenset[str]
+) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -272,6 +288,15 @@ def _kopf_registry(informers: Informers, connection: Connection, gates: FeatureG
 
         kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(workload_event)
 
+    for group, version, plural, kind in DRA_KOPF_KINDS:
+        if plural not in dra_served:
+            continue
+
+        async def dra_event(event: Mapping[str, Any], _kind: str = kind, **_: Any) -> None:
+            informers.on_dra_object(_kind, event.get("type"), event["object"])
+
+        kopf.on.event(group, version, plural, registry=registry, id=f"{plural}-event")(dra_event)
+
     return registry
 
 
@@ -297,13 +322,34 @@ DRAIN_TIMEOUT_SECONDS = 5.0
 POD_COLLECTION = "/api/v1/pods?fieldSelector=status.phase!%3DSucceeded,status.phase!%3DFailed"
 
 
-def _volume_reflectors(client: HttpApiClient, informers: Informers) -> list[Reflector]:
+async def _served_dra_kinds(client: HttpApiClient) -> frozenset[str]:
+    """The resource.k8s.io/v1 kinds this apiserver serves: an older one may lack some (DeviceTaintRule
+    is GA only since 1.37) or the group, and the scheduler still runs without them."""
+    try:
+        found = await client.request("GET", "/apis/resource.k8s.io/v1")
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        found = {}
+    served = frozenset(str(r.get("name") or "") for r in found.get("resources") or ())
+    missing = [plural for _, _, plural, _ in (*DRA_REFLECTED_KINDS, *DRA_KOPF_KINDS) if plural not in served]
+    if missing:
+        log.warning("resource.k8s.io/v1 kinds not served; DynamicResources sees none of them", kinds=missing)
+    return served
+
+
+def _volume_reflectors(client: HttpApiClient, informers: Informers, dra_served: frozenset[str]) -> list[Reflector]:
     """One lean list+watch per storage kind: with per-pod claims and PVs these streams grow with the
     scheduling rate like pods do (four events per pod in upstream's volume workloads)."""
     reflectors = []
     for group, version, plural, kind in VOLUME_KINDS:
         path = collection_path(group, version, plural)
         reflectors.append(Reflector(client, path, functools.partial(informers.on_volume_object, kind)))
+    for group, version, plural, kind in DRA_REFLECTED_KINDS:
+        if plural not in dra_served:
+            continue
+        path = collection_path(group, version, plural)
+        reflectors.append(Reflector(client, path, functools.partial(informers.on_dra_object, kind)))
     return reflectors
 
 
@@ -313,6 +359,7 @@ async def _prime(
     nodes: Reflector,
     pods: Reflector,
     volumes: list[Reflector],
+    dra_served: frozenset[str] = frozenset(),
     generic_workload: bool = False,
 ) -> None:
     """List everything once before scheduling starts (kube's WaitForCacheSync)."""
@@ -352,6 +399,11 @@ async def _prime(
             informers.on_workload(api_version, kind, "ADDED", item)
     for item in (await client.request("GET", "/apis/policy/v1/poddisruptionbudgets"))["items"]:
         informers.on_pdb("ADDED", item)
+    for group, version, plural, kind in DRA_KOPF_KINDS:
+        if plural not in dra_served:
+            continue
+        for item in (await client.request("GET", collection_path(group, version, plural)))["items"]:
+            informers.on_dra_object(kind, "ADDED", item)
     for reflector in volumes:
         await reflector.list()
     await nodes.list()
@@ -422,7 +474,9 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     def rate_limiter() -> TokenBucket | None:
         return TokenBucket(connection_config.qps, connection_config.burst) if connection_config.qps > 0 else None
 
-    client = HttpApiClient(connection, rate_limiter=rate_limiter())
+    # Binds get a pool and a limiter of their own inside it: evictions, deletions and status patches
+    # never hold the connection or the token a bind waits for.
+    client = HttpApiClient(connection, rate_limiter=rate_limiter(), bind_rate_limiter=rate_limiter())
     # Its own small pool and limiter (as kube-scheduler's event client): Events never take a
     # connection or a token a bind or status patch is waiting for.
     event_client = HttpApiClient(
@@ -452,10 +506,17 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
     tasks: list[asyncio.Task[Any]] = []
     pods = Reflector(client, POD_COLLECTION, informers.on_pod)
     nodes = Reflector(client, "/api/v1/nodes", informers.on_node)
-    volumes = _volume_reflectors(client, informers)
     try:
+        dra_served = await _served_dra_kinds(client)
+        volumes = _volume_reflectors(client, informers, dra_served)
         await _prime(
-            client, informers, nodes, pods, volumes, generic_workload=config.feature_gates.enabled(GENERIC_WORKLOAD)
+            client,
+            informers,
+            nodes,
+            pods,
+            volumes,
+            dra_served,
+            generic_workload=config.feature_gates.enabled(GENERIC_WORKLOAD),
         )
         gctune.freeze_startup_heap()
         tasks.append(asyncio.create_task(pods.run(listed=True), name="pod-watch"))
@@ -465,7 +526,7 @@ async def run(options: Options, stop: asyncio.Event | None = None) -> None:
         tasks.append(
             asyncio.create_task(
                 kopf.operator(
-                    registry=_kopf_registry(informers, connection, config.feature_gates),
+                    registry=_kopf_registry(informers, connection, config.feature_gates, dra_served),
                     settings=_kopf_settings(options.batch_window),
                     clusterwide=True,
                     standalone=True,

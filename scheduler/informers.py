@@ -18,6 +18,13 @@ import structlog
 
 from scheduler import metrics
 from scheduler.features import GENERIC_WORKLOAD
+from scheduler.framework.dra import (
+    DEVICE_CLASS,
+    DEVICE_TAINT_RULE,
+    RESOURCE_CLAIM,
+    RESOURCE_SLICE,
+    DraManager,
+)
 from scheduler.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -71,6 +78,15 @@ VOLUME_EVENTS = {
     for action in (ActionType.ADD, ActionType.UPDATE, ActionType.DELETE)
 }
 
+# kube's scheduler has no event for DeviceTaintRules: its slice tracker reports the slices a rule
+# taints as updated ResourceSlices, which is what a rule change becomes here too.
+_DRA_EVENT_RESOURCES = {
+    RESOURCE_CLAIM: EventResource.RESOURCE_CLAIM,
+    RESOURCE_SLICE: EventResource.RESOURCE_SLICE,
+    DEVICE_CLASS: EventResource.DEVICE_CLASS,
+    DEVICE_TAINT_RULE: EventResource.RESOURCE_SLICE,
+}
+
 
 class Informers:
     """Feeds one Scheduler from watch events."""
@@ -92,6 +108,10 @@ class Informers:
         self.pdbs = shared.pdbs if shared is not None else PdbStore()
         # The volume plugins' listers read the one handle's store (a fresh one for several handles).
         self.volumes = shared.volumes if shared is not None else VolumeStore()
+        self.dra = shared.dra if shared is not None else DraManager()
+        # Claims change under the scheduler's own writes too (assume, restore): every change of
+        # the claims' view is a ResourceClaim event for the queue, as kube's assume cache emits.
+        self.dra.claims.listeners.append(self._on_claim_view_change)
         # Objects that cannot be parsed, by kind/uid (pods) or kind/name (nodes), with the error last
         # reported: each is reported once (again only if the error changes), forgotten when deleted.
         self._reported_invalid: dict[str, str] = {}
@@ -369,6 +389,29 @@ class Informers:
             return  # a relist repeating what we have
         self.sched.queue.move_all_to_active_or_backoff(VOLUME_EVENTS[(kind, action)], old, new)
 
+    # ---- resource.k8s.io (DynamicResources' listers) --------------------------------------
+
+    def on_dra_object(self, kind: str, event_type: str | None, raw: Mapping[str, Any]) -> None:
+        if event_type == DELETED:
+            old, new, action = self.dra.delete(kind, raw), None, ActionType.DELETE
+        else:
+            old = self.dra.upsert(kind, raw)
+            new, action = raw, ActionType.ADD if old is None else ActionType.UPDATE
+        if kind == RESOURCE_CLAIM:
+            return  # the claim tracker's listener reports what changed in its view
+        if old is not None and new is not None and _same_version(old, new):
+            return
+        if kind == DEVICE_TAINT_RULE:
+            old = new = None  # the slices it taints changed; no ResourceSlice object to hand over
+            action = ActionType.UPDATE
+        self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(_DRA_EVENT_RESOURCES[kind], action), old, new)
+
+    def _on_claim_view_change(self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> None:
+        if old is not None and new is not None and _same_version(old, new):
+            return
+        action = ActionType.DELETE if new is None else ActionType.ADD if old is None else ActionType.UPDATE
+        self.sched.queue.move_all_to_active_or_backoff(ClusterEvent(EventResource.RESOURCE_CLAIM, action), old, new)
+
     # ---- namespaces ----------------------------------------------------------------------
 
     def on_namespace(self, event_type: str | None, raw: Mapping[str, Any]) -> None:
@@ -378,3 +421,10 @@ class Informers:
             self.namespaces.pop(name, None)
         else:
             self.namespaces[name] = dict(meta.get("labels") or {})
+
+
+def _same_version(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """A relist repeating what we have."""
+    return bool(
+        (old.get("metadata") or {}).get("resourceVersion") == (new.get("metadata") or {}).get("resourceVersion")
+    )

@@ -279,6 +279,80 @@ preemption_evictions = Counter(
     ["result"],
     registry=REGISTRY,
 )
+# Pod groups (GenericWorkload; the placement families with TopologyAwareWorkloadScheduling). Registered
+# by register_pod_group_metrics when the gates are on, as kube-scheduler registers them.
+podgroup_schedule_attempts = Counter(
+    "scheduler_podgroup_schedule_attempts",
+    "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be "
+    "scheduled, while 'error' means an internal scheduler problem.",
+    ["result", "profile"],
+    registry=None,
+)
+podgroup_scheduling_attempt_duration = Histogram(
+    "scheduler_podgroup_scheduling_attempt_duration_seconds",
+    "Pod group scheduling attempt latency in seconds",
+    ["result", "profile"],
+    buckets=exponential_buckets(0.001, 2, 15),
+    registry=None,
+)
+podgroup_scheduling_algorithm_duration = Histogram(
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+    "Pod group scheduling algorithm latency in seconds",
+    buckets=exponential_buckets(0.001, 2, 15),
+    registry=None,
+)
+generated_placements = Counter(
+    "scheduler_generated_placements",
+    "Number of candidate placements generated when scheduling pod groups.",
+    ["profile"],
+    registry=None,
+)
+placement_evaluations = Counter(
+    "scheduler_placement_evaluations",
+    "Number of candidate placements evaluated when scheduling pod groups, by result. 'feasible' means the pod "
+    "group fit into the placement, while 'infeasible' means it did not.",
+    ["result", "profile"],
+    registry=None,
+)
+placement_evaluation_duration = Histogram(
+    "scheduler_placement_evaluation_duration_seconds",
+    "Latency in seconds of evaluating a single candidate placement when scheduling pod groups, by result. "
+    "'feasible' means the pod group fit into the placement, while 'infeasible' means it did not.",
+    ["result", "profile"],
+    buckets=exponential_buckets(0.001, 2, 15),
+    registry=None,
+)
+_POD_GROUP_FAMILIES = (
+    podgroup_schedule_attempts,
+    podgroup_scheduling_attempt_duration,
+    podgroup_scheduling_algorithm_duration,
+)
+_PLACEMENT_FAMILIES = (generated_placements, placement_evaluations, placement_evaluation_duration)
+_registered_gated: set[int] = set()
+
+
+def register_pod_group_metrics(topology_aware: bool) -> None:
+    """Export the pod-group families (and, with TopologyAwareWorkloadScheduling, the placement ones);
+    once per process, as kube registers them once, whichever scheduler asks first."""
+    for family in _POD_GROUP_FAMILIES + (_PLACEMENT_FAMILIES if topology_aware else ()):
+        if id(family) not in _registered_gated:
+            _registered_gated.add(id(family))
+            REGISTRY.register(family)
+
+
+def observe_pod_group_attempt(result: str, profile: str, started: float) -> None:
+    """kube's observePodGroupScheduleAttemptAndLatency (`started` from time.perf_counter)."""
+    child(podgroup_scheduling_attempt_duration, result, profile).observe(time.perf_counter() - started)
+    child(podgroup_schedule_attempts, result, profile).inc()
+
+
+def observe_placement_evaluation(feasible: bool, profile: str, started: float) -> None:
+    """kube's ObservePlacementEvaluation: one candidate placement tried."""
+    result = "feasible" if feasible else "infeasible"
+    child(placement_evaluations, result, profile).inc()
+    child(placement_evaluation_duration, result, profile).observe(time.perf_counter() - started)
+
+
 cache_size = Gauge(
     "scheduler_cache_size",
     "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -561,6 +635,22 @@ volume_scheduling_stage_errors = Counter(
     "scheduler_volume_scheduling_stage_error",
     "Volume scheduling stage error count",
     ["operation"],
+    registry=REGISTRY,
+)
+
+# ---- scheduler_dra_* (DynamicResources' device binding conditions, kube's metrics.go) ----------
+
+dra_binding_conditions_allocations = Counter(
+    "scheduler_dra_bindingconditions_allocations",
+    "Number of allocations using devices with BindingConditions, counted per driver per scheduling attempt",
+    ["profile", "driver", "status"],
+    registry=REGISTRY,
+)
+dra_binding_conditions_wait_duration = Histogram(
+    "scheduler_dra_bindingconditions_wait_duration_seconds",
+    "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+    ["profile", "driver", "status"],
+    buckets=[0.1 * 2**i for i in range(14)],
     registry=REGISTRY,
 )
 

@@ -356,8 +356,8 @@ class Scheduler:
         """Filter every node at once with the plugins' batch forms; per-node only where needed.
 
         Same result as _find_per_node: the first `to_find` feasible nodes in round-robin order from
-        the start index, and exact per-node statuses (from the per-node forms) for every rejected
-        node that order reached.
+        the start index, and for every rejected node that order reached the status the per-node
+        loop would record (the batch forms' own reasons where they give them).
         """
         table = self.snapshot.table
         infos = table.infos
@@ -365,7 +365,8 @@ class Scheduler:
         to_find = self._num_to_find(fw, num_nodes)
         start = self.next_start_node_index % num_nodes
         started = time.perf_counter()
-        mask, per_node = fw.run_filter_batch(state, pod, table)
+        batch = fw.run_filter_batch(state, pod, table)
+        mask, per_node = batch.mask, batch.per_node
         # Nodes other pods are nominated to get the two-pass check with those pods (the reference
         # path's answer for them); the batch forms never saw nominations.
         nominated: dict[int, Status | None] = {}
@@ -389,9 +390,12 @@ class Scheduler:
             # prioritize_nodes needs these rows of the table again: keep them with the list they index.
             self._feasible_rows = (feasible, feasible_rows)
             rejected = order[:processed][~passes[:processed]].tolist()
-            for row in rejected:
-                status = nominated[row] if row in nominated else fw.run_filter(state, pod, infos[row])
-                self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
+            if rejected:
+                unexplained = [row for row in rejected if row not in nominated]
+                explained = dict(zip(unexplained, batch.rejections(state, pod, infos, unexplained), strict=True))
+                for row in rejected:
+                    status = nominated[row] if row in nominated else explained[row]
+                    self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
         else:
             processed = 0
             batch_ok = mask.tolist()
@@ -413,7 +417,7 @@ class Scheduler:
                             break
                         continue
                 else:
-                    status = fw.run_filter(state, pod, info)
+                    status = batch.rejections(state, pod, infos, [row])[0]
                 self._record_rejection(fw, state, pod, info, status, diagnosis)
         self._filtered(fw, state, started, len(feasible), diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes

@@ -192,15 +192,25 @@ class PodGroupCycle:
             sched.queue.add_attempted_group(group, succeeded=True)
             return
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
+        results, status, nominations = self.simulate(fw, state, kept, started)
+        self._submit(fw, group, pod_group, kept, results, status, started, nominations)
+
+    def simulate(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], started: float | None = None
+    ) -> tuple[list[MemberResult], Status | None, Mapping[str, str] | None]:
+        """The group's verdict and each member's outcome as the cycle decides them, PodGroupPostFilter
+        included (with the members' nominated nodes when the group waits on preemption); nothing
+        submitted and every simulated assume reverted (explain runs this dry)."""
         if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
-            results, status = self._simulate_placements(fw, state, kept)
+            results, status = self._simulate_placements(fw, state, members)
         else:
-            results, status = self._simulate(fw, state, kept)
-        metrics.scheduling_algorithm_duration.observe(time.perf_counter() - started)
+            results, status = self._simulate(fw, state, members)
+        if started is not None:
+            metrics.podgroup_scheduling_algorithm_duration.observe(time.perf_counter() - started)
         nominations: Mapping[str, str] | None = None
         if status is not None and status.code == Code.UNSCHEDULABLE and fw.pod_group_post_filter_plugins:
-            status, nominations = self._post_filter(fw, state, kept, status)
-        self._submit(fw, group, pod_group, kept, results, status, started, nominations)
+            status, nominations = self._post_filter(fw, state, members, status)
+        return results, status, nominations
 
     def _fail_before_scheduling(
         self, group: QueuedPodGroupInfo, pod_group: PodGroup | None, error: Exception, started: float
@@ -269,9 +279,11 @@ class PodGroupCycle:
         placements, status = fw.run_placement_generate(state, sched.snapshot.list())
         if status is not None:
             return [], status
+        metrics.child(metrics.generated_placements, fw.profile_name).inc(len(placements))
         first: tuple[list[MemberResult], Status | None] | None = None
         feasible: list[tuple[Placement, list[MemberResult]]] = []
         for placement in placements:
+            evaluation_started = time.perf_counter()
             sched.placement = frozenset(info.name for info in placement.nodes)
             try:
                 results, status = self._simulate(fw, state, members)
@@ -279,6 +291,7 @@ class PodGroupCycle:
                 sched.placement = None
             if status is not None and status.code == Code.ERROR:
                 return results, status
+            metrics.observe_placement_evaluation(status is None, fw.profile_name, evaluation_started)
             first = first or (results, status)
             if status is None:
                 feasible.append((placement, results))
@@ -421,13 +434,17 @@ class PodGroupCycle:
             unschedulable += 1
         if status is None:
             log.info("Successfully scheduled a pod group", podGroup=str(group.key), scheduledPods=scheduled)
+            metrics.observe_pod_group_attempt("scheduled", fw.profile_name, started)
         elif status.is_rejection:
             if nominations is not None:
                 log.info("Pod group is waiting for preemption", podGroup=str(group.key), err=status.message)
+                metrics.observe_pod_group_attempt("waiting_on_preemption", fw.profile_name, started)
             else:
                 log.info("Unable to schedule a pod group", podGroup=str(group.key), err=status.message)
+                metrics.observe_pod_group_attempt("unschedulable", fw.profile_name, started)
         else:
             log.error("Error scheduling pod group", podGroup=str(group.key), err=status.message)
+            metrics.observe_pod_group_attempt("error", fw.profile_name, started)
         sched.queue.add_attempted_group(group, succeeded=status is None)
 
     # ---- the PodGroup's condition (kube's updatePodGroupCondition) ----------------------------

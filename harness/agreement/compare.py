@@ -3,15 +3,17 @@ in-process replay of our framework, and the pod-by-pod and group-by-group compar
 
 Per pod: bound vs unschedulable; the FailedScheduling message (the part PostFilter plugins add, `
 preemption: ...`, is cut off and counted apart); whether our node is among kube-scheduler's
-top-scored nodes (its `-v=10` "Calculated node's final score for pod" lines); and whether each
+top-scored nodes (its `-v=10` "Calculated node's final score for pod" lines); whether each
 scheduler's node is one ours could have chosen (our framework replayed with FakeApiClient over the
-nodes and pods the pod met in that run). A group's members are compared as pods (without the
-replay: a member is placed with its group, not over the cluster it met alone; and without the
-top-set check when the group has topology constraints: kube-scheduler's last scoring of a member is
-of the last placement it tried, not of the one it chose); per group: the verdict (all bound,
-partly, unschedulable, pending), which members are bound, the PodGroup's conditions (the message
-without its pod-group preemption part; not for a partly bound group, see compare_group) and, with
-topology constraints, that our members share one domain.
+nodes and pods the pod met in that run); claim by claim, whether it was allocated, which devices
+(driver/pool/device/request, admin access, consumed capacity) and whom it is reserved for; and
+whether kube-scheduler did what the scenario says it should (`expect:`). A group's members are
+compared as pods (without the replay: a member is placed with its group, not over the cluster it
+met alone; and without the top-set check when the group has topology constraints: kube-scheduler's
+last scoring of a member is of the last placement it tried, not of the one it chose); per group:
+the verdict (all bound, partly, unschedulable, pending), which members are bound, the PodGroup's
+conditions (the message without its pod-group preemption part; not for a partly bound group, see
+compare_group) and, with topology constraints, that our members share one domain.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from harness.agreement.dra import AllocatedDevice, ClaimOutcome
 from harness.agreement.scenarios import (
     DRA_STATE_MISSING,
     KUBE,
     OURS,
     POST_FILTER_REASONS,
     ActionStep,
+    Expectation,
     Scenario,
     scheduler_name,
 )
@@ -70,6 +74,7 @@ class ClusterState:
     nodes: tuple[Raw, ...]
     pods: tuple[Raw, ...]
     volumes: tuple[tuple[str, Raw], ...] = ()  # (kind, object): the volume plugins' listers
+    resources: tuple[tuple[str, Raw], ...] = ()  # (kind, object): resource.k8s.io, DynamicResources' listers
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Observation:
     outcome: Outcome
     encounter: Encounter | None = None  # pod steps only: after an action several pods move at once
     kube_scores: KubeScores | None = None  # kube-scheduler's side, bound pods: its own logged scores
+    claims: tuple[ClaimOutcome, ...] | None = None  # DRA scenarios: what each of the pod's claims got
 
 
 Condition = tuple[str, str, str, str]  # a PodGroup status condition: type, status, reason, message
@@ -220,6 +226,8 @@ def replay(config: SchedulerConfig, state: ClusterState, pod_raw: Mapping[str, A
         informers.on_workload(api_version, kind, "ADDED", workload)
     for kind, volume in state.volumes:
         informers.on_volume_object(kind, "ADDED", volume)
+    for kind, resource in state.resources:
+        informers.on_dra_object(kind, "ADDED", resource)
     for node in state.nodes:
         informers.on_node("ADDED", node)
     for assigned in state.pods:
@@ -289,11 +297,20 @@ class PodComparison:
     # over its cluster (None: not both scored), and the plugins whose scores differ.
     scores_equal: bool | None = None
     plugins_differing: tuple[str, ...] = ()
+    # None: the pod has no claims on either side (not a DRA scenario).
+    claims_agree: bool | None = None
+    # None: the scenario says nothing of this pod; False: kube-scheduler did not do what it says.
+    as_expected: bool | None = None
 
     @property
     def agrees(self) -> bool:
         return (
-            self.verdict_agrees and self.message_agrees and self.kube_top is not False and self.replay_top is not False
+            self.verdict_agrees
+            and self.message_agrees
+            and self.kube_top is not False
+            and self.replay_top is not False
+            and self.claims_agree is not False
+            and self.as_expected is not False
         )
 
 
@@ -311,6 +328,10 @@ class Counts:
     scores_checks: int = 0
     groups: int = 0
     groups_agreeing: int = 0
+    claims: int = 0
+    claim_checks: int = 0
+    as_expected: int = 0
+    expectations: int = 0
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
@@ -344,6 +365,10 @@ class ScenarioResult:
             scores_checks=sum(1 for p in self.pods if p.scores_equal is not None),
             groups=len(self.groups),
             groups_agreeing=sum(g.agrees for g in self.groups),
+            claims=sum(1 for p in self.pods if p.claims_agree),
+            claim_checks=sum(1 for p in self.pods if p.claims_agree is not None),
+            as_expected=sum(1 for p in self.pods if p.as_expected),
+            expectations=sum(1 for p in self.pods if p.as_expected is not None),
         )
 
     def diff(self) -> str:
@@ -386,12 +411,104 @@ def _kube_top_check(kube: Observation, ours: Observation) -> tuple[bool, list[st
     return False, [f"our node {ours.outcome.node} is not in kube-scheduler's top set {list(top)} ({how})"]
 
 
+# A pool that is the bound node's own, in the claims' comparison of a pod two schedulers bound to
+# different nodes.
+LOCAL_POOL = "<the node's own pool>"
+
+
+def node_local_pools(scenario: Scenario) -> dict[tuple[str, str], str]:
+    """(driver, pool) -> node, for every pool of the scenario (its objects and the slices its actions
+    create) whose ResourceSlices are one node's own (spec.nodeName)."""
+    slices = [*scenario.objects, *(s.body for s in scenario.steps if isinstance(s, ActionStep) and s.on_object)]
+    out = {}
+    for obj in slices:
+        spec = obj.get("spec") or {}
+        if obj.get("kind") == "ResourceSlice" and spec.get("nodeName"):
+            out[(str(spec.get("driver")), str((spec.get("pool") or {}).get("name")))] = str(spec["nodeName"])
+    return out
+
+
+def _claims_view(
+    claims: tuple[ClaimOutcome, ...], node: str, local_pools: Mapping[tuple[str, str], str]
+) -> list[tuple[str, bool, bool, tuple[AllocatedDevice, ...], tuple[str, ...]]]:
+    """What is compared of a pod's claims: the key, whether the claim exists (not its name: a
+    template's claim has a generated one), whether it is allocated, the devices (a pool that is
+    the bound node's own reads LOCAL_POOL) and reservedFor."""
+    out = []
+    for claim in claims:
+        devices = tuple(
+            sorted(
+                replace(d, pool=LOCAL_POOL) if local_pools.get((d.driver, d.pool)) == node else d for d in claim.devices
+            )
+        )
+        out.append((claim.key, bool(claim.claim), claim.allocated, devices, claim.reserved_for))
+    return out
+
+
+def compare_claims(
+    kube: Observation, ours: Observation, local_pools: Mapping[tuple[str, str], str]
+) -> tuple[bool | None, list[str]]:
+    """Claim by claim, the same on both sides? None when neither side observed claims.
+
+    kube-scheduler's allocator walks pools and devices in a fixed order, so its choice on one node
+    is deterministic and the devices are compared exactly, with one rule: a pool that is the bound
+    node's own (node_local_pools) reads LOCAL_POOL on each side. When both bound the pod to the same
+    node this changes nothing; when they bound it to different nodes (a tie kube-scheduler broke
+    at random, which the top-set checks judge) the same devices of each node's own pool agree,
+    while another device, a shared pool's device, another request, consumed capacity or
+    reservedFor still differ."""
+    if kube.claims is None and ours.claims is None:
+        return None, []
+    kube_claims, our_claims = kube.claims or (), ours.claims or ()
+    kube_node = kube.outcome.node if kube.outcome.verdict == "bound" else ""
+    our_node = ours.outcome.node if ours.outcome.verdict == "bound" else ""
+    if _claims_view(kube_claims, kube_node, local_pools) == _claims_view(our_claims, our_node, local_pools):
+        return True, []
+    different = (
+        " (each node's own pool reads " + LOCAL_POOL + ")" if kube_node != our_node and kube_node and our_node else ""
+    )
+    return False, [
+        f"claims: kube-scheduler {[str(c) for c in kube_claims]} vs ours {[str(c) for c in our_claims]}{different}"
+    ]
+
+
+def kube_devices(observation: Observation) -> tuple[str, ...]:
+    """`<pool>/<device>` of every device allocated to the observed pod's claims, sorted."""
+    return tuple(sorted(f"{d.pool}/{d.device}" for claim in observation.claims or () for d in claim.devices))
+
+
+def check_expectation(expect: Expectation | None, kube: Observation) -> tuple[bool | None, list[str]]:
+    """Did kube-scheduler do with the pod what the scenario says it should? None: it says nothing."""
+    if expect is None:
+        return None, []
+    outcome = kube.outcome
+    ok = outcome.verdict == expect.verdict and (not expect.node or outcome.node == expect.node)
+    devices = kube_devices(kube)
+    if expect.devices is not None:
+        ok = ok and devices == expect.devices
+    if ok:
+        return True, []
+    got = f"{outcome}" + (f" with devices {list(devices)}" if expect.devices is not None else "")
+    return False, [
+        f"the scenario expects kube-scheduler's pod {expect}, it was {got}: the scenario tests something else"
+    ]
+
+
 def compare_pod(
-    kube: Observation, ours: Observation, config: SchedulerConfig, profile: str, same_cluster: bool = True
+    kube: Observation,
+    ours: Observation,
+    config: SchedulerConfig,
+    profile: str,
+    same_cluster: bool = True,
+    *,
+    expect: Expectation | None = None,
+    local_pools: Mapping[tuple[str, str], str] | None = None,
 ) -> PodComparison:
     """One pod's comparison. `same_cluster`: every earlier pod of the scenario got the same verdict
     and node on both sides, so kube-scheduler's scores are for the cluster our pod met too (after
-    a tie broken differently, only the replays, each over its own side's cluster, apply)."""
+    a tie broken differently, only the replays, each over its own side's cluster, apply).
+    `expect`: what the scenario says kube-scheduler does with the pod; `local_pools`:
+    node_local_pools of the scenario (compare_claims)."""
     kube_message, post_filter = split_post_filter(kube.outcome.message)
     our_message, _ = split_post_filter(ours.outcome.message)
     verdict_agrees = kube.outcome.verdict == ours.outcome.verdict
@@ -430,6 +547,9 @@ def compare_pod(
         notes.append(f"our replay over kube-scheduler's cluster: {verdict}")
     if verdict_agrees and not message_agrees:
         notes.append(f"message: kube-scheduler {kube_message!r} vs ours {our_message!r}")
+    claims_agree, claim_notes = compare_claims(kube, ours, local_pools or {})
+    as_expected, expect_notes = check_expectation(expect, kube)
+    notes += claim_notes + expect_notes
     return PodComparison(
         kube.label,
         kube.outcome,
@@ -443,6 +563,8 @@ def compare_pod(
         kube_scored=bool(kube.kube_scores and kube.kube_scores.final),
         scores_equal=scores_equal,
         plugins_differing=differing,
+        claims_agree=claims_agree,
+        as_expected=as_expected,
     )
 
 
@@ -533,9 +655,11 @@ def compare(scenario: Scenario, kube: SideRun, ours: SideRun, config: SchedulerC
     }
     pods = []
     same_cluster = True
-    for k, o in zip(kube.observations, ours.observations, strict=True):
+    local_pools = node_local_pools(scenario)
+    expectations = scenario.expectations()
+    for k, o, expect in zip(kube.observations, ours.observations, expectations, strict=True):
         determinable = same_cluster and k.label.split(" ")[0] not in constrained
-        pods.append(compare_pod(k, o, config, scenario.profile, determinable))
+        pods.append(compare_pod(k, o, config, scenario.profile, determinable, expect=expect, local_pools=local_pools))
         same_cluster = same_cluster and k.outcome.verdict == o.outcome.verdict and k.outcome.node == o.outcome.node
     labels = _node_labels(scenario)
     groups = tuple(compare_group(k, o, labels) for k, o in zip(kube.groups, ours.groups, strict=True))

@@ -58,10 +58,13 @@ TABLE_HEADER = (
     "messages agree",
     "ours in kube's top set",
     "both in our replayed top set",
+    "claims agree",
+    "kube as the scenario expects",
     "post-filter",
     "groups agree",
     "result",
 )
+_EMPTY_CELLS = len(TABLE_HEADER) - 2  # a row with neither counts nor result: name, dashes, status
 
 
 @dataclass
@@ -97,10 +100,10 @@ class AgreementReport:
         for result in self.results:
             if result.status == "pending":
                 missing = ", ".join(result.scenario.pending_plugins(self.registered))
-                rows.append([result.scenario.name, *"-" * 7, f"pending ({missing} not registered)"])
+                rows.append([result.scenario.name, *"-" * _EMPTY_CELLS, f"pending ({missing} not registered)"])
                 continue
             if result.status == "error":
-                rows.append([result.scenario.name, *"-" * 7, "ERROR"])
+                rows.append([result.scenario.name, *"-" * _EMPTY_CELLS, "ERROR"])
                 continue
             c = result.counts()
             verdict = "agree" if result.agrees else "DISAGREE"
@@ -112,6 +115,8 @@ class AgreementReport:
                     f"{c.messages}/{c.pods}",
                     f"{c.kube_top}/{c.kube_top_checks}",
                     f"{c.replay_top}/{c.replay_checks}",
+                    f"{c.claims}/{c.claim_checks}",
+                    f"{c.as_expected}/{c.expectations}",
                     str(c.post_filter),
                     f"{c.groups_agreeing}/{c.groups}" if c.groups else "-",
                     verdict,
@@ -134,7 +139,8 @@ class AgreementReport:
         return (
             f"{len(scenarios)} scenarios ({agreeing} agree), {c.pods} pods; verdicts {c.verdicts}/{c.pods}, "
             f"messages {c.messages}/{c.pods}, our node in kube-scheduler's top set {c.kube_top}/{c.kube_top_checks}, "
-            f"both nodes in our replayed top set {c.replay_top}/{c.replay_checks}; {c.post_filter} messages had a "
+            f"both nodes in our replayed top set {c.replay_top}/{c.replay_checks}, claims {c.claims}/{c.claim_checks}, "
+            f"kube-scheduler as the scenario expects {c.as_expected}/{c.expectations}; {c.post_filter} messages had a "
             f"PostFilter part; kube-scheduler's final scores equal our replay's {c.scores_equal}/{c.scores_checks}"
             + (f"; pod groups agreeing {c.groups_agreeing}/{c.groups}" if c.groups else "")
         )
@@ -179,8 +185,11 @@ class AgreementReport:
             "whose message had one); whether our",
             "node is among kube-scheduler's top-scored nodes, read from kube-scheduler's own `-v=10` log",
             '("Calculated node\'s final score for pod"; a pod it did not score, having one feasible node or a',
-            "batching hint, has its own node as the top set); and whether both schedulers' nodes are in our",
-            "top-score set replayed over the cluster the pod met in that scheduler's run.",
+            "batching hint, has its own node as the top set); whether both schedulers' nodes are in our",
+            "top-score set replayed over the cluster the pod met in that scheduler's run; in DRA scenarios, claim",
+            "by claim, whether it was allocated, the devices (request, driver/pool/device, admin access, consumed",
+            "capacity) and reservedFor (harness/agreement/compare.py `compare_claims` says when a pool is",
+            "compared as the node's own); and whether kube-scheduler did what the scenario's `expect:` says.",
             "Per pod group (scheduling.k8s.io/v1beta1 PodGroups, the gang-* scenarios, run with GenericWorkload",
             "on both sides): the verdict (bound, partly bound, unschedulable, pending), which members are bound,",
             "the PodGroup's conditions (messages without their pod-group preemption part) and, with topology",
@@ -197,7 +206,7 @@ class AgreementReport:
         out += [
             "",
             "| " + " | ".join(TABLE_HEADER) + " |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| --- |" + " ---: |" * (len(TABLE_HEADER) - 2) + " --- |",
         ]
         out += ["| " + " | ".join(row) + " |" for row in self.table_rows()]
         diffs = self._diffs()

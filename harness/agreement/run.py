@@ -14,6 +14,7 @@ Must never: tune either scheduler beyond the shared PROFILES, or touch a cluster
 from __future__ import annotations
 
 import copy
+import dataclasses
 import http.client
 import json
 import re
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.agreement import dra
 from harness.agreement.compare import (
     ClusterState,
     Encounter,
@@ -92,17 +94,32 @@ _RESOURCE_PATHS = {
     ("storage.k8s.io/v1", "CSINode"): ("csinodes", False),
     (PODGROUP_API_VERSION, "Workload"): ("workloads", True),
     (PODGROUP_API_VERSION, "PodGroup"): ("podgroups", True),
+    (dra.API_VERSION, "DeviceClass"): ("deviceclasses", False),
+    (dra.API_VERSION, "ResourceSlice"): ("resourceslices", False),
+    (dra.API_VERSION, "DeviceTaintRule"): ("devicetaintrules", False),
+    (dra.API_VERSION, "ResourceClaim"): ("resourceclaims", True),
+    (dra.API_VERSION, "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
 }
+# The DRA kinds a pending pod's cluster state carries (what DynamicResources' listers read).
+DRA_STATE_KINDS = ("DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceClaim")
+# kube-controller-manager's controller that makes claims from a pod's ResourceClaimTemplates (and
+# takes a deleted pod out of its claims' reservedFor).
+RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
 
 
 def _collection_path(obj: Mapping[str, Any]) -> str:
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    return _kind_path(str(obj.get("apiVersion")), str(obj.get("kind")), obj["metadata"].get("namespace", "default"))
+
+
+def _kind_path(api_version: str, kind: str, namespace: str | None = None) -> str:
+    """The collection of `kind`: in `namespace`, or across all namespaces when None."""
+    key = (api_version, kind)
     if key not in _RESOURCE_PATHS:
         raise ScenarioError(f"objects: unsupported kind {key[1]} ({key[0]}); supported: {sorted(_RESOURCE_PATHS)}")
     plural, namespaced = _RESOURCE_PATHS[key]
     group = "/api/v1" if key[0] == "v1" else f"/apis/{key[0]}"
-    if namespaced:
-        return f"{group}/namespaces/{obj['metadata'].get('namespace', 'default')}/{plural}"
+    if namespaced and namespace is not None:
+        return f"{group}/namespaces/{namespace}/{plural}"
     return f"{group}/{plural}"
 
 
@@ -161,6 +178,7 @@ class Side:
         self._uids: dict[str, tuple[str, str]] = {}  # this scenario's pods: name -> (namespace, uid)
         self._groups: dict[str, Group] = {}  # this scenario's pod groups by name
         self._deleted: set[str] = set()  # this scenario's pods its own actions deleted
+        self._dra = False  # this scenario uses DRA: observe claims, delete them after
 
     # ---- API -----------------------------------------------------------------------------
 
@@ -252,6 +270,8 @@ class Side:
         for namespace in sorted(self._namespaces):
             self.api("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
         self.api("DELETE", "/api/v1/nodes", ok=(200,))
+        if self._dra:
+            self._delete_claims()
         for path in self._objects:
             if "/podgroups/" in path:
                 # The apiserver's PodGroupProtection admission adds a finalizer that only
@@ -269,7 +289,39 @@ class Side:
         self._uids.clear()
         self._groups.clear()
         self._deleted.clear()
+        self._dra = False
         self._wait_cache(0, 0, "emptied")
+
+    def _delete_claims(self) -> None:
+        """Every ResourceClaim of the scenario's namespaces (those the scenario made, those made from
+        templates or for extended resources), gone before the next scenario may reuse a name. The
+        schedulers' delete-protection finalizer is taken off first: the controller that would
+        deallocate and release them waits for pods to be gone and is in no hurry."""
+        for namespace in sorted(self._namespaces):
+            path = _kind_path(dra.API_VERSION, "ResourceClaim", namespace)
+            for claim in self.api("GET", path)["items"]:
+                if claim["metadata"].get("finalizers"):
+                    name = claim["metadata"]["name"]
+                    status, data = self.request(
+                        "PATCH",
+                        f"{path}/{name}",
+                        {"metadata": {"finalizers": None}},
+                        headers={"Content-Type": "application/merge-patch+json"},
+                    )
+                    if status not in (200, 404):
+                        raise ApiFailure(f"{self.side}: PATCH {path}/{name}: HTTP {status}: {data.decode()[:500]}")
+            self.api("DELETE", path, ok=(200,))
+        wait_for(
+            lambda: (
+                not any(
+                    self.api("GET", _kind_path(dra.API_VERSION, "ResourceClaim", namespace))["items"]
+                    for namespace in self._namespaces
+                )
+            ),
+            timeout=10,
+            what=f"{self.side}: every ResourceClaim gone",
+            interval=0.05,
+        )
 
     def _wait_kwok_done(self) -> None:
         """Until kwok has initialised every node (Ready) and started every bound pod (Running, or
@@ -305,6 +357,7 @@ class Side:
         )
 
     def setup(self, scenario: Scenario) -> None:
+        self._dra = scenario.uses_dra
         for namespace in scenario.namespaces:
             name = namespace["metadata"]["name"]
             if name == "default":
@@ -315,9 +368,7 @@ class Side:
                 self.api("POST", "/api/v1/namespaces", namespace)
             self._namespaces.add(name)
         for obj in scenario.objects:
-            collection = _collection_path(obj)
-            self.api("POST", collection, obj)
-            self._objects.append(f"{collection}/{obj['metadata']['name']}")
+            self._create_object(obj)
         for node in scenario.nodes:
             self._create_node(node)
         for pod in scenario.existing_pods:
@@ -334,6 +385,16 @@ class Side:
             if pod["spec"].get("nodeName") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
         )
         self._wait_cache(len(scenario.nodes), bound, "filled")
+
+    def _create_object(self, obj: Raw) -> None:
+        """Create `obj` (to be deleted before the next scenario); a ResourceClaim's `status` (an
+        allocation made beforehand) is written through its status subresource."""
+        collection = _collection_path(obj)
+        path = f"{collection}/{obj['metadata']['name']}"
+        self._objects.append(path)
+        created = self.api("POST", collection, {k: v for k, v in obj.items() if k != "status"})
+        if obj.get("kind") == "ResourceClaim" and obj.get("status"):
+            self.api("PUT", f"{path}/status", {**created, "status": obj["status"]})
 
     def _set_status(self, namespace: str, name: str, status: Raw) -> None:
         """Write an existing pod's status once kwok has made it Running: a patch before that races
@@ -354,6 +415,7 @@ class Side:
         _check_allocatable(self.side, node, created)
 
     def state(self) -> ClusterState:
+        """What a pending pod meets (DRA objects only in a scenario that uses DRA)."""
         pods = [
             pod
             for pod in self.api("GET", "/api/v1/pods")["items"]
@@ -367,12 +429,16 @@ class Side:
         volumes = []
         for group, version, plural, kind in VOLUME_KINDS:
             volumes += [(kind, item) for item in self.api("GET", collection_path(group, version, plural))["items"]]
+        resources = []
+        for kind in DRA_STATE_KINDS if self._dra else ():
+            resources += [(kind, item) for item in self.api("GET", _kind_path(dra.API_VERSION, kind))["items"]]
         return ClusterState(
             namespaces=tuple(self.api("GET", "/api/v1/namespaces")["items"]),
             workloads=tuple(workloads),
             nodes=tuple(self.api("GET", "/api/v1/nodes")["items"]),
             pods=tuple(pods),
             volumes=tuple(volumes),
+            resources=tuple(resources),
         )
 
     def play(self, scenario: Scenario, run: SideRun) -> None:
@@ -408,12 +474,40 @@ class Side:
         created = self.api("POST", self._pod_path(namespace), pod)
         uid = created["metadata"]["uid"]
         self._uids[step.name] = (namespace, uid)
-        gated = bool(pod["spec"].get("schedulingGates"))
-        outcome = self._settle(namespace, step.name, uid, gated)
+        # A gated pod, or one the scenario says no scheduler decides on (PreEnqueue holds it: a
+        # claim that does not exist yet), is observed once QUIET_SECONDS passed without a decision.
+        waits = bool(pod["spec"].get("schedulingGates")) or (
+            step.expect is not None and step.expect.verdict == "pending"
+        )
+        outcome = self._settle(namespace, step.name, uid, waits)
+        current, raw_claims = self._pod_claims(step.name)
+        claims = None
+        encounter = Encounter(created, state)
+        if current is not None:
+            claims = tuple(dra.claim_outcome(key, claim) for key, claim in raw_claims)
+            pod_met, made = dra.as_scheduled(created, current, [c for _, c in raw_claims if c is not None])
+            resources = (*state.resources, *(("ResourceClaim", claim) for claim in made))
+            encounter = Encounter(pod_met, dataclasses.replace(state, resources=resources))
         if outcome.verdict == "unschedulable" and not step.keep:
             self.api("DELETE", self._pod_path(namespace, step.name) + "?gracePeriodSeconds=0", ok=(200, 404))
         scores = self._scores_since(offset, namespace, step.name) if outcome.verdict == "bound" else None
-        return Observation(step.name, outcome, Encounter(created, state), scores)
+        return Observation(step.name, outcome, encounter, scores, claims)
+
+    def _pod_claims(self, name: str) -> tuple[Raw | None, list[tuple[str, Raw | None]]]:
+        """This scenario's pod `name` now and each of its claims (key, the ResourceClaim or None when
+        it does not exist); (None, []) outside DRA scenarios."""
+        pod = self._current(name) if self._dra else None
+        if pod is None:
+            return None, []
+        namespace = pod["metadata"]["namespace"]
+        out: list[tuple[str, Raw | None]] = []
+        for key, claim_name in dra.claim_names(pod):
+            claim = None
+            if claim_name:
+                path = f"{_kind_path(dra.API_VERSION, 'ResourceClaim', namespace)}/{claim_name}"
+                claim = self.api("GET", path, ok=(200, 404))
+            out.append((key, claim if claim and claim.get("kind") == "ResourceClaim" else None))
+        return pod, out
 
     def _pod_group_path(self, namespace: str, name: str = "") -> str:
         return f"/apis/{PODGROUP_API_VERSION}/namespaces/{namespace}/podgroups" + (f"/{name}" if name else "")
@@ -547,15 +641,15 @@ class Side:
             )
         return None
 
-    def _settle(self, namespace: str, name: str, uid: str, gated: bool) -> Outcome:
+    def _settle(self, namespace: str, name: str, uid: str, waits: bool) -> Outcome:
         def decided() -> Outcome | None:
             pod = self._current(name)
             return None if pod is None else _outcome(pod)
 
-        outcome = self._watch.wait_until(decided, QUIET_SECONDS if gated else SETTLE_TIMEOUT)
+        outcome = self._watch.wait_until(decided, QUIET_SECONDS if waits else SETTLE_TIMEOUT)
         if outcome is not None:
             return outcome
-        if not gated:
+        if not waits:
             watch = f" (last watch error: {self._watch.error})" if self._watch.error else ""
             return Outcome("timeout", message=f"neither bound nor failed after {SETTLE_TIMEOUT:.0f} s{watch}")
         current = self._current(name)
@@ -566,7 +660,14 @@ class Side:
         # property of both schedulers' queues that no watch can announce.
         time.sleep(step.delay)
         offset = self._log_offset()
-        if step.action == "create":
+        if step.on_object:
+            if step.action == "create":
+                self._create_object(step.body)
+            else:
+                path = f"{_collection_path(step.body)}/{step.name}"
+                self.api("DELETE", path, ok=(200, 202))
+                self._objects.remove(path)
+        elif step.action == "create":
             self._create_node(step.body)
         else:
             path = f"/api/v1/nodes/{step.name}"
@@ -613,7 +714,10 @@ class Side:
             outcome = (_outcome(raw) or _waiting(raw)) if raw is not None else Outcome("pending")
             namespace = self._uids[pod][0]
             scores = self._scores_since(offset, namespace, pod) if outcome.verdict == "bound" else None
-            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores))
+            claims = None
+            if raw is not None and self._dra:
+                claims = tuple(dra.claim_outcome(key, claim) for key, claim in self._pod_claims(pod)[1])
+            observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores, claims))
         member_observations, groups = self._observe_groups(group_names, step.label, offset)
         return observations + member_observations, groups
 
@@ -689,13 +793,17 @@ class _Sides:
     ours: Side
 
 
-def _start_sides(stack: ExitStack, gates: Mapping[str, bool]) -> _Sides:
+def _start_sides(stack: ExitStack, gates: Mapping[str, bool], dra_controller: bool) -> _Sides:
     """Two control planes, kube-scheduler on one and ours on the other (all from the main thread,
     so every child dies with this process), both with `gates` (the apiserver serving
-    scheduling.k8s.io/v1beta1 when GenericWorkload is among them)."""
+    scheduling.k8s.io/v1beta1 when GenericWorkload is among them); with `dra_controller`,
+    kube-controller-manager's resourceclaim controller on each."""
     runtime_config = WORKLOAD_API_RUNTIME_CONFIG if gates.get(WORKLOAD_GATE) else None
     kube_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
     our_plane = stack.enter_context(ControlPlane(feature_gates=gates, runtime_config=runtime_config))
+    if dra_controller:
+        for plane in (kube_plane, our_plane):
+            plane.start_kube_controller_manager(RESOURCECLAIM_CONTROLLER)
     kube_config = scheduler_config(KUBE)
     kube_scheduler = kube_plane.start_kube_scheduler(
         scheduler_name(KUBE, "default"), {"profiles": kube_config["profiles"]}, extra_args=KUBE_SCORE_LOGGING
@@ -736,7 +844,7 @@ def run_agreement(
     for gates, batch in by_gates.items():
         started = time.monotonic()
         with ExitStack() as stack:
-            sides = _start_sides(stack, dict(gates))
+            sides = _start_sides(stack, dict(gates), any(s.uses_dra for s in batch))
             named = f" with {' '.join(feature_gate_args(dict(gates)))}" if gates else ""
             say(f"control planes and schedulers up{named} in {time.monotonic() - started:.1f} s")
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="agreement") as pool:

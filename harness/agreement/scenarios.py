@@ -2,13 +2,17 @@
 harness/generator.py), the profiles both schedulers run, and loading.
 
 A scenario is nodes, existing pods (bound to a node or not), namespaces with labels, PriorityClasses,
-other raw objects (RuntimeClasses, Services, Workloads, ...) and an ordered list of steps: pending
-pods, each created and settled one at a time; pod groups (scheduling.k8s.io/v1beta1 PodGroups and
-their member pods, joined through spec.schedulingGroup), created together and settled as a group;
-and actions (patch a node or a pod, delete a pod, create a node) after which named pods or groups
-are observed again. Objects are raw Kubernetes objects; node_object(), pod_object() and
-pod_group_object() fill the defaults from a few short keys. A scenario with groups runs with the
-feature gates it names (`featureGates: {GenericWorkload: true}`) on both sides.
+DRA objects (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates: short forms in
+harness/agreement/dra.py), other raw objects (RuntimeClasses, Services, Workloads, DeviceTaintRules,
+...) and an ordered list of steps: pending pods, each created and settled one at a time; pod groups
+(scheduling.k8s.io/v1beta1 PodGroups and their member pods, joined through spec.schedulingGroup),
+created together and settled as a group; and actions (patch a node, pod or PodGroup, delete one,
+create a node or another object) after which named pods or groups are observed again. Objects are
+raw Kubernetes objects; node_object(), pod_object() and pod_group_object() fill the defaults from a
+few short keys. A scenario with groups runs with the feature gates it names (`featureGates:
+{GenericWorkload: true}`) on both sides. A step may say what kube-scheduler is meant to do with its
+pod (`expect:`), so that a scenario that no longer tests what it says fails instead of agreeing
+vacuously.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import yaml
 
 from harness import generator
+from harness.agreement import dra
 from harness.controlplane import REPO_ROOT, deep_merge
 from scheduler.config import API_VERSION, KIND
 
@@ -212,13 +217,14 @@ def _bytes(size: Any) -> int:
 
 
 _POD_KEYS = {"name", "namespace", "labels", "cpu", "memory", "requests", "image", "priorityClassName", "node"}
-_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "metadata", "spec"}
+_POD_KEYS |= {"gates", "hostPort", "schedulerName", "phase", "claims", "metadata", "spec"}
 
 
 def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
     """A Pod from short keys: name, namespace (default), labels; one container `c` (image, default
     pause) requesting cpu / memory / `requests` (more resources; extended ones and hugepages get the
-    same limits) if given, with `hostPort` (TCP); priorityClassName; node (spec.nodeName: created
+    same limits) if given, with `hostPort` (TCP); claims (spec.resourceClaims, see dra.pod_claims,
+    each one used by the container); priorityClassName; node (spec.nodeName: created
     bound); gates (schedulingGates names); schedulerName and phase (for existing pods: pending pods
     get their side's scheduler; a phase is written to the status after creation); metadata/spec
     merged in last, raw (a `spec.containers` replaces the default container)."""
@@ -230,10 +236,15 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
         # Extended resources and hugepages cannot be overcommitted: validation wants limit = request.
         limits = {k: v for k, v in requests.items() if "/" in k or k.startswith("hugepages-")}
         container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    claims = dra.pod_claims(short.get("claims") or (), f"{where}.claims")
+    if claims:
+        container.setdefault("resources", {})["claims"] = [{"name": claim["name"]} for claim in claims]
     if "hostPort" in short:
         port = int(short["hostPort"])
         container["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
     spec: Raw = {"containers": [container], "terminationGracePeriodSeconds": 0}
+    if claims:
+        spec["resourceClaims"] = claims
     if "priorityClassName" in short:
         spec["priorityClassName"] = str(short["priorityClassName"])
     if "node" in short:
@@ -255,6 +266,37 @@ def pod_object(short: Mapping[str, Any], where: str = "pod") -> Raw:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What a scenario means kube-scheduler to do with one pod, checked against kube-scheduler's run:
+    the verdict, the node (bound), and the devices of all the pod's claims ("<pool>/<device>",
+    sorted; None: not checked)."""
+
+    verdict: str  # bound | unschedulable | error | gated | pending
+    node: str = ""
+    devices: tuple[str, ...] | None = None
+
+    def __str__(self) -> str:
+        text = f"bound to {self.node}" if self.node else self.verdict
+        return text + (f" with devices {list(self.devices)}" if self.devices is not None else "")
+
+
+EXPECTED_VERDICTS = ("bound", "unschedulable", "error", "gated", "pending")
+
+
+def _expectation(short: Any, where: str) -> Expectation:
+    """`expect: <node>` (bound there), `expect: <verdict>`, or `{node | verdict, devices}`."""
+    if isinstance(short, str):
+        short = {"verdict": short} if short in EXPECTED_VERDICTS else {"node": short}
+    _check_keys(short, {"node", "verdict", "devices"}, where)
+    node = str(short.get("node", ""))
+    verdict = str(short.get("verdict", "bound"))
+    if verdict not in EXPECTED_VERDICTS or (node and verdict != "bound"):
+        raise ScenarioError(f"{where}: a verdict is one of {EXPECTED_VERDICTS}; a node goes with bound only")
+    devices = None if "devices" not in short else tuple(sorted(str(d) for d in short["devices"] or ()))
+    return Expectation(verdict, node, devices)
+
+
+@dataclass(frozen=True)
 class PodStep:
     """Create one pending pod and wait until it is bound, unschedulable or (with gates) gated.
 
@@ -263,6 +305,7 @@ class PodStep:
 
     pod: Raw
     keep: bool = False
+    expect: Expectation | None = None
 
     @property
     def name(self) -> str:
@@ -270,38 +313,59 @@ class PodStep:
 
 
 ACTIONS = ("patch", "delete", "create")
+# Action targets besides nodes and pods: a raw object of a kind run.py knows, a short slice or claim.
+_OBJECT_TARGETS = ("object", "resourceSlice", "claim")
 
 
 @dataclass(frozen=True)
 class ActionStep:
-    """After `delay` seconds, merge-patch a node, pod or PodGroup, delete one, or create a node; then
-    observe the (kept) pods in `observe` until all are bound or none changed for a while (a group's
-    name there stands for its members and its PodGroup's conditions). The event is what makes the
-    schedulers try those pods again (their queueing hints decide)."""
+    """After `delay` seconds, merge-patch a node, pod or PodGroup, delete one, create a node, or
+    create or delete another object (a ResourceSlice, a DeviceTaintRule, ...); then observe the
+    (kept) pods in `observe` until all are bound or none changed for a while (a group's name there
+    stands for its members and its PodGroup's conditions). The event is what makes the schedulers
+    try those pods again (their queueing hints decide)."""
 
     action: str  # patch | delete | create
-    kind: str  # node | pod | podGroup
+    kind: str  # node | pod | podGroup | the object's kind
     name: str
-    body: Raw  # the merge patch, or the node to create
+    body: Raw  # the merge patch, the node or object to create, or the object to delete
     observe: tuple[str, ...]
     delay: float = DEFAULT_ACTION_DELAY
+    expect: Mapping[str, Expectation] | None = None  # by observed pod
 
     @property
     def label(self) -> str:
         return f"after {self.action} {self.kind} {self.name}"
+
+    @property
+    def on_object(self) -> bool:
+        return self.kind not in ("node", "pod")
 
 
 ACTION_KINDS = ("node", "pod", "podGroup")
 
 
 def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
-    _check_keys(item, {"action", *ACTION_KINDS, "body", "observe", "delay"}, where)
+    _check_keys(item, {"action", *ACTION_KINDS, *_OBJECT_TARGETS, "body", "observe", "delay", "expect"}, where)
     action = str(item["action"])
-    kinds = [kind for kind in ACTION_KINDS if kind in item]
+    kinds = [kind for kind in (*ACTION_KINDS, *_OBJECT_TARGETS) if kind in item]
     if action not in ACTIONS or len(kinds) != 1:
-        raise ScenarioError(f"{where}: an action is one of {ACTIONS} on exactly one of {ACTION_KINDS}")
+        raise ScenarioError(
+            f"{where}: an action is one of {ACTIONS} on exactly one of `node:`, `pod:`, `podGroup:`, "
+            "`object:`, `resourceSlice:`, `claim:`"
+        )
     kind = kinds[0]
-    if action == "create":
+    if kind in _OBJECT_TARGETS:
+        if action == "patch":
+            raise ScenarioError(f"{where}: objects are created or deleted by an action, not patched")
+        if kind == "resourceSlice":
+            body = dra.resource_slice_object(item["resourceSlice"], f"{where}.resourceSlice")
+        elif kind == "claim":
+            body = dra.claim_object(item["claim"], f"{where}.claim")
+        else:
+            body = dict(item["object"])
+        kind, name = str(body.get("kind")), str(body["metadata"]["name"])
+    elif action == "create":
         if kind != "node":
             raise ScenarioError(f"{where}: only nodes are created by an action (pending pods are steps)")
         body = node_object(item["node"], f"{where}.node")
@@ -311,7 +375,11 @@ def _action_step(item: Mapping[str, Any], where: str) -> ActionStep:
         if action == "patch" and not body:
             raise ScenarioError(f"{where}.body: a patch needs a body")
     observe = tuple(str(p) for p in item.get("observe") or ())
-    return ActionStep(action, kind, name, body, observe, float(item.get("delay", DEFAULT_ACTION_DELAY)))
+    expect = {str(pod): _expectation(e, f"{where}.expect.{pod}") for pod, e in (item.get("expect") or {}).items()}
+    if set(expect) - set(observe):
+        raise ScenarioError(f"{where}.expect: {sorted(set(expect) - set(observe))} not observed")
+    delay = float(item.get("delay", DEFAULT_ACTION_DELAY))
+    return ActionStep(action, kind, name, body, observe, delay, expect or None)
 
 
 _GROUP_KEYS = {"name", "namespace", "minCount", "topology", "priorityClassName", "priority", "preemptionPolicy"}
@@ -448,7 +516,7 @@ class Scenario:
     plugins: tuple[str, ...]  # the plugins it is about; pending while one is not in our registry
     profile: str
     namespaces: tuple[Raw, ...]
-    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, ...
+    objects: tuple[Raw, ...]  # PriorityClasses, RuntimeClasses, Services, DRA objects, ... (in creation order)
     nodes: tuple[Raw, ...]
     existing_pods: tuple[Raw, ...]
     steps: tuple[Step, ...]
@@ -462,9 +530,54 @@ class Scenario:
     def pending_plugins(self, registered: Sequence[str]) -> list[str]:
         return [name for name in self.plugins if name not in registered]
 
+    @property
+    def uses_dra(self) -> bool:
+        """Has resource.k8s.io objects or pods with claims: its run needs the resourceclaim
+        controller (claims from templates) and its observations carry the pods' claims."""
+        pods = [*self.existing_pods, *(s.pod for s in self.steps if isinstance(s, PodStep))]
+        return any(str(o.get("apiVersion", "")).startswith("resource.k8s.io/") for o in self.objects) or any(
+            p["spec"].get("resourceClaims") for p in pods
+        )
+
+    def expectations(self) -> list[Expectation | None]:
+        """Each observation's expectation, in the order a run observes pods: one per pod step, one
+        per member of a group step's groups, and for an action its observed pods, then the members
+        of the groups it observes (a group member has no `expect:`: its group is compared)."""
+        members = {group.name: group.member_names for group in self.groups}
+        out: list[Expectation | None] = []
+        for step in self.steps:
+            if isinstance(step, PodStep):
+                out.append(step.expect)
+            elif isinstance(step, GroupStep):
+                out += [None for group in step.groups for _ in group.member_names]
+            else:
+                out += [(step.expect or {}).get(pod) for pod in step.observe if pod not in members]
+                out += [None for name in step.observe if name in members for _ in members[name]]
+        return out
+
 
 _SCENARIO_KEYS = {"description", "plugins", "profile", "namespaces", "priorityClasses", "objects", "nodes"}
 _SCENARIO_KEYS |= {"existingPods", "pods", "featureGates"}
+_SCENARIO_KEYS |= {"deviceClasses", "resourceSlices", "claimTemplates", "claims"}
+
+
+def _dra_objects(raw: Mapping[str, Any], where: str) -> list[Raw]:
+    """DeviceClasses, ResourceSlices, ResourceClaimTemplates, ResourceClaims from their short forms,
+    in that order (what a claim names exists before it)."""
+    objects = [
+        dra.device_class_object(name, short, f"{where}.deviceClasses.{name}")
+        for name, short in (raw.get("deviceClasses") or {}).items()
+    ]
+    objects += [
+        dra.resource_slice_object(short, f"{where}.resourceSlices[{i}]")
+        for i, short in enumerate(raw.get("resourceSlices") or ())
+    ]
+    objects += [
+        dra.claim_template_object(short, f"{where}.claimTemplates[{i}]")
+        for i, short in enumerate(raw.get("claimTemplates") or ())
+    ]
+    objects += [dra.claim_object(short, f"{where}.claims[{i}]") for i, short in enumerate(raw.get("claims") or ())]
+    return objects
 
 
 def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
@@ -492,20 +605,25 @@ def parse_scenario(name: str, raw: Any, *, generated: bool = False) -> Scenario:
     nodes = tuple(node_object(n, f"{where}.nodes[{i}]") for i, n in enumerate(raw.get("nodes") or ()))
     if not nodes:
         raise ScenarioError(f"{where}.nodes: at least one node is needed")
-    existing = tuple(
-        pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
-        for i, short in enumerate(raw.get("existingPods") or ())
-    )
     steps: list[Step] = []
-    for i, item in enumerate(raw.get("pods") or ()):
-        here = f"{where}.pods[{i}]"
-        if "action" in item:
-            steps.append(_action_step(item, here))
-        elif "group" in item or "groups" in item:
-            steps.append(_group_step(item, here))
-        else:
-            short = {k: v for k, v in item.items() if k != "keep"}
-            steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False))))
+    try:
+        objects += _dra_objects(raw, where)
+        existing = tuple(
+            pod_object({"schedulerName": NOBODY, **short}, f"{where}.existingPods[{i}]")
+            for i, short in enumerate(raw.get("existingPods") or ())
+        )
+        for i, item in enumerate(raw.get("pods") or ()):
+            here = f"{where}.pods[{i}]"
+            if "action" in item:
+                steps.append(_action_step(item, here))
+            elif "group" in item or "groups" in item:
+                steps.append(_group_step(item, here))
+            else:
+                short = {k: v for k, v in item.items() if k not in ("keep", "expect")}
+                expect = _expectation(item["expect"], f"{here}.expect") if "expect" in item else None
+                steps.append(PodStep(pod_object(short, here), keep=bool(item.get("keep", False)), expect=expect))
+    except dra.DraFormatError as err:
+        raise ScenarioError(str(err)) from None
     if not steps:
         raise ScenarioError(f"{where}.pods: at least one pending pod is needed")
     gates = {str(gate): bool(on) for gate, on in (raw.get("featureGates") or {}).items()}

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from harness.bench import report
 from harness.bench.rawapi import RawApi
-from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind
+from harness.bench.schedulers import DEFAULT_SETUP, SCHEDULERS, Running, SchedulerKind
 from harness.bench.workloads import WORKLOADS, Placement, Size, Workload
 from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
 
@@ -359,7 +359,7 @@ def run_one(
             setup_began = time.monotonic()
             asyncio.run(_populate(plane, workload, size, kind.scheduler_name))
             row["setup_seconds"] = time.monotonic() - setup_began
-            with kind.start(plane, kind.scheduler_name) as running:
+            with kind.start(plane, kind.scheduler_name, DEFAULT_SETUP) as running:
                 row.update(asyncio.run(_measure(plane, workload, size, kind, running, timeout, profile, progress)))
     except Exception as err:
         row["error"] = f"{type(err).__name__}: {err}"

@@ -4,7 +4,11 @@ Owns: starting and stopping each scheduler under test with a schedulerName of it
 (`python -m scheduler run --no-leader-elect`), kube-scheduler from the harness (leader election
 off, client QPS/burst 5000 as scheduler_perf sets them) and the null binder (round-robin binds,
 no logic: the apiserver's own limit) — and handing the runner its pid (for /proc readings) and a
-way to read its Prometheus metrics when it has any.
+way to read its Prometheus metrics when it has any. A workload may ask for feature gates and a
+KubeSchedulerConfiguration of its own (`Setup`): kube-scheduler gets the gates and that
+configuration merged with the harness's settings; ours the gates it reads
+(upstream.ours_feature_gates) and the same configuration in a file with the same settings; the
+null binder, which has no logic to configure, neither.
 
 Must never: create workload objects or measure anything itself (runner.py does).
 """
@@ -16,10 +20,16 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from harness.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, tail
+import yaml
+
+from harness.bench.upstream import ours_feature_gates
+from harness.controlplane import ControlPlane, ControlPlaneError, ManagedProcess, binary, deep_merge, tail
 from harness.workload import metrics_text, running_scheduler_process
+from scheduler.features import FeatureGates
 
 NULL_BINDER_READY = "null-binder ready"
 
@@ -33,19 +43,54 @@ class Running:
 
 
 @dataclass(frozen=True)
+class Setup:
+    """What a workload asks of the scheduler under test beyond its name."""
+
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    # A KubeSchedulerConfiguration whose profile already carries the scheduler's name.
+    config: Mapping[str, Any] | None = None
+
+
+DEFAULT_SETUP = Setup()
+
+
+@dataclass(frozen=True)
 class SchedulerKind:
     key: str  # what --schedulers takes
     title: str
     scheduler_name: str  # spec.schedulerName of its pods
     honours_constraints: bool  # False: binds anything anywhere, placements are not checked
-    start: Callable[[ControlPlane, str], AbstractContextManager[Running]]
+    start: Callable[[ControlPlane, str, Setup], AbstractContextManager[Running]]
+
+
+# The client rate limit every scheduler under test gets (scheduler_perf's QPS/burst 5000).
+CLIENT_QPS = 5000
+
+
+def ours_arguments(kubeconfig: Path, setup: Setup) -> tuple[list[str], dict[str, Any] | None]:
+    """Ours' extra command-line arguments for `setup`, and the configuration file's content when
+    the setup has a configuration (its clientConnection then carries the rate limit, which the
+    flags do not override when a file is given)."""
+    args = ["--no-leader-elect"]
+    gates = FeatureGates(ours_feature_gates(setup.feature_gates))
+    if gates.overrides:
+        args.append(f"--feature-gates={gates.flag()}")
+    if setup.config is None:
+        return [*args, f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_QPS}"], None
+    client = {"clientConnection": {"kubeconfig": str(kubeconfig), "qps": CLIENT_QPS, "burst": CLIENT_QPS}}
+    return args, deep_merge(dict(setup.config), client)
 
 
 @contextmanager
-def _ours(plane: ControlPlane, scheduler_name: str, env: Mapping[str, str] | None = None) -> Iterator[Running]:
-    # The same client rate limit as the kube-scheduler peer (clientConnection qps/burst 5000).
-    extra = ("--no-leader-elect", "--kube-api-qps=5000", "--kube-api-burst=5000")
-    with running_scheduler_process(plane, scheduler_name, extra_args=extra, env=env) as process:
+def _ours(
+    plane: ControlPlane, scheduler_name: str, setup: Setup = DEFAULT_SETUP, env: Mapping[str, str] | None = None
+) -> Iterator[Running]:
+    extra, config = ours_arguments(plane.kubeconfig, setup)
+    path = None
+    if config is not None:
+        path = plane.workdir / f"ours-{scheduler_name}.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+    with running_scheduler_process(plane, scheduler_name, path, extra_args=tuple(extra), env=env) as process:
         yield Running(process.pid, lambda: metrics_text(process.port))
 
 
@@ -56,13 +101,11 @@ def ours_variant(spec: str) -> SchedulerKind:
     env = dict(pair.split("=", 1) for pair in assignments.split(",") if "=" in pair)
     if not label or not env:
         raise ValueError(f"--ours-variant {spec!r}: expected LABEL:NAME=VALUE[,NAME=VALUE]")
-    return SchedulerKind(
-        f"ours-{label}",
-        f"secondary-scheduler ({assignments})",
-        f"bench-ours-{label}",
-        True,
-        lambda plane, name: _ours(plane, name, env),
-    )
+
+    def start(plane: ControlPlane, name: str, setup: Setup = DEFAULT_SETUP) -> AbstractContextManager[Running]:
+        return _ours(plane, name, setup, env)
+
+    return SchedulerKind(f"ours-{label}", f"secondary-scheduler ({assignments})", f"bench-ours-{label}", True, start)
 
 
 def _unverified_loopback() -> ssl.SSLContext:
@@ -75,9 +118,11 @@ def _unverified_loopback() -> ssl.SSLContext:
 
 
 @contextmanager
-def _kube_scheduler(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
+def _kube_scheduler(plane: ControlPlane, scheduler_name: str, setup: Setup = DEFAULT_SETUP) -> Iterator[Running]:
     # Verbosity 1: at 2 it logs a line per bound pod, which ours (at info) does not.
-    proc = plane.start_kube_scheduler(scheduler_name, verbosity=1)
+    proc = plane.start_kube_scheduler(
+        scheduler_name, setup.config, verbosity=1, feature_gates=dict(setup.feature_gates)
+    )
     context = _unverified_loopback()
 
     def metrics() -> str:
@@ -93,7 +138,7 @@ def _kube_scheduler(plane: ControlPlane, scheduler_name: str) -> Iterator[Runnin
 
 
 @contextmanager
-def _null_binder(plane: ControlPlane, scheduler_name: str) -> Iterator[Running]:
+def _null_binder(plane: ControlPlane, scheduler_name: str, _setup: Setup = DEFAULT_SETUP) -> Iterator[Running]:
     log_path = plane.log_dir / "null-binder.log"
     proc = ManagedProcess(
         "null-binder",

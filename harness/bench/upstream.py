@@ -29,6 +29,15 @@ import yaml
 
 from harness.bench.gotemplate import Template, TemplateError
 from harness.controlplane import pinned_versions
+from scheduler.config import ConfigError, parse_config
+from scheduler.features import (
+    DYNAMIC_RESOURCE_ALLOCATION,
+    GENERIC_WORKLOAD,
+    KNOWN_GATES,
+    FeatureGateError,
+    FeatureGates,
+    parse_feature_gates,
+)
 
 SUPPORTED_OPCODES = frozenset(
     {
@@ -44,6 +53,8 @@ SUPPORTED_OPCODES = frozenset(
         "deletePods",
         "startCollectingMetrics",
         "stopCollectingMetrics",
+        "createPodGroups",
+        "allocResourceClaims",
     }
 )
 # Kinds createAny and churn can create, and the collection path of each.
@@ -64,11 +75,33 @@ KIND_PATHS: Mapping[str, tuple[str, bool]] = {
     "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", True),
     "DeviceTaintRule": ("/apis/resource.k8s.io/v1/devicetaintrules", False),
+    "PodGroup": ("/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups", True),
 }
 
 
+# The profile name a KubeSchedulerConfiguration means when it names none (kube-scheduler's default).
+KUBE_DEFAULT_SCHEDULER = "default-scheduler"
 # Objects only a scheduler with DynamicResources can act on.
 DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
+
+
+def collection_path(manifest: Mapping[str, Any], namespace: str) -> str:
+    """Where createAny/updateAny/churn send an object: its kind's collection (KIND_PATHS) in the
+    group version the object names, as upstream's REST mapping of the object's apiVersion does
+    (consumablecapacity's DeviceClass is resource.k8s.io/v1beta2)."""
+    kind = manifest.get("kind", "")
+    if kind not in KIND_PATHS:
+        raise UpstreamError(f"{kind or 'an object without kind'}: a kind this harness does not create")
+    path, namespaced = KIND_PATHS[kind]
+    api_version = str(manifest.get("apiVersion") or "")
+    if path.startswith("/apis/") and "/" in api_version:
+        group = path.split("/")[2]
+        if api_version.split("/", maxsplit=1)[0] != group:
+            raise UpstreamError(
+                f"{kind} {manifest.get('metadata', {}).get('name')}: apiVersion {api_version} is not {group}"
+            )
+        path = f"/apis/{api_version}/" + path.split("/", 4)[4]
+    return path.format(namespace=namespace) if namespaced else path
 
 
 class UpstreamError(RuntimeError):
@@ -142,11 +175,24 @@ def default_gates(version: str | None = None) -> dict[str, bool]:
     source = (perf_root(version).parents[2] / "pkg" / "features" / "kube_features.go").read_text()
     table = source[source.index("defaultVersionedKubernetesFeatureGates") :]
     gates: dict[str, bool] = {}
+    # A spec with a MinCompatibilityVersion applies only when the cluster's minimum compatibility
+    # version (one minor below, by default) has reached it: DRAFractionalCapacityRange is off in 1.37.
+    compatible = (minor[0], minor[1] - 1)
     for block in re.finditer(r"\n\t(\w+): \{(.*?)\n\t\},", table, re.S):
-        specs = re.findall(r'MustParse\("(\d+)\.(\d+)"\), Default: (true|false)', block.group(2))
-        applicable = [(int(a), int(b), d) for a, b, d in specs if (int(a), int(b)) <= minor]
+        applicable = []
+        for spec in re.findall(r"\{Version:[^{}]*\}", block.group(2)):
+            since = re.search(r'Version: version\.MustParse\("(\d+)\.(\d+)"\)', spec)
+            default = re.search(r"Default: (true|false)", spec)
+            floor = re.search(r'MinCompatibilityVersion: version\.MustParse\("(\d+)\.(\d+)"\)', spec)
+            if since is None or default is None:
+                continue
+            if (int(since[1]), int(since[2])) > minor:
+                continue
+            if floor is not None and (int(floor[1]), int(floor[2])) > compatible:
+                continue
+            applicable.append(default[1] == "true")
         if applicable:
-            gates[block.group(1)] = applicable[-1][2] == "true"
+            gates[block.group(1)] = applicable[-1]
     return gates
 
 
@@ -158,7 +204,7 @@ def _as_threshold(raw: Any) -> float | None:
     return None if raw is None else float(raw)
 
 
-def load_test_cases(root: Path, pattern: str = "*/performance-config.yaml") -> list[TestCase]:
+def load_test_cases(root: Path, pattern: str = "**/performance-config.yaml") -> list[TestCase]:
     """Every test case of the scheduler_perf-format config files under `root` matching `pattern`."""
     cases: list[TestCase] = []
     for config_file in sorted(root.glob(pattern)):
@@ -256,6 +302,17 @@ def resolve_count(op: Mapping[str, Any], params: Mapping[str, Any], key: str = "
     return count
 
 
+def resolve_flag(op: Mapping[str, Any], params: Mapping[str, Any], key: str) -> Any:
+    """An op's `key`, or the workload parameter its `keyParam` names (steadyState, duration)."""
+    param = op.get(f"{key}Param")
+    if not param:
+        return op.get(key)
+    name = str(param).removeprefix("$")
+    if name not in params:
+        raise UpstreamError(f"parameter {param} is not set")
+    return params[name]
+
+
 def resolve_template_params(template_params: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """An op's templateParams with `$name` (or `$name|default`, the default read as YAML) taken from
     the workload's parameters, as scheduler_perf's resolveTemplateParams does."""
@@ -278,6 +335,18 @@ def scaled(count: int, scale: float) -> int:
     return count if scale == 1.0 or count == 0 else max(1, math.ceil(count * scale))
 
 
+def scaled_params(case: TestCase, params: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    """The workload's parameters as its templates see them at `scale`: one that an op takes as its
+    count is scaled as that count is, so a template reading it too (a gang's minCount of
+    $cloggerPods, the $initNodes pods spread over) agrees with the objects made."""
+    counted: set[str] = set()
+    for op in case.ops:
+        for each in (op, op.get("createPodsOp") or {}):
+            if each.get("countParam"):
+                counted.add(str(each["countParam"]).removeprefix("$"))
+    return {k: scaled(int(v), scale) if k in counted else v for k, v in params.items()}
+
+
 def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
     keys = (
         "nodeTemplatePath",
@@ -297,26 +366,87 @@ def _templates_of(op: Mapping[str, Any], case: TestCase) -> list[str]:
     return [p for p in paths if p]
 
 
+def ours_feature_gates(gates: Mapping[str, bool]) -> dict[str, bool]:
+    """The gates of a workload that ours takes on its --feature-gates: those v1.37.2's scheduler
+    code reads (scheduler.features.KNOWN_GATES). The rest concern only the apiserver and
+    controllers, which get every gate."""
+    return {name: value for name, value in gates.items() if name in KNOWN_GATES}
+
+
+def ours_gate_refusal(gates: Mapping[str, bool]) -> str | None:
+    """Why ours would refuse to start with these gates (None when it accepts them), decided by
+    ours' own flag parser: the gates whose set value it does not implement, or its error."""
+    ours = FeatureGates(ours_feature_gates(gates))
+    try:
+        parse_feature_gates(ours.flag())
+    except FeatureGateError as err:
+        refused = [
+            f"{name}={str(value).lower()}"
+            for name, value in sorted(ours.overrides.items())
+            if value != KNOWN_GATES[name].default and not KNOWN_GATES[name].honoured
+        ]
+        return f"ours does not implement {', '.join(refused)}" if refused else f"ours refuses its feature gates: {err}"
+    return None
+
+
+def runtime_config(gates: Mapping[str, bool]) -> dict[str, str]:
+    """The apiserver's --runtime-config for a workload's gates, as scheduler_perf's
+    mustSetupCluster sets it: every resource.k8s.io version when the workload sets
+    DynamicResourceAllocation, scheduling.k8s.io/v1beta1 (Workloads, PodGroups) when it sets
+    GenericWorkload."""
+    config: dict[str, str] = {}
+    if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
+        for version in ("v1", "v1beta2", "v1beta1", "v1alpha3"):
+            config[f"resource.k8s.io/{version}"] = "true"
+    if gates.get(GENERIC_WORKLOAD):
+        config["scheduling.k8s.io/v1beta1"] = "true"
+    return config
+
+
+def scheduler_configuration(case: TestCase, scheduler_name: str) -> dict[str, Any] | None:
+    """The test case's KubeSchedulerConfiguration (schedulerConfigPath) for the scheduler under
+    test: its default-scheduler profile (or the one without a name) renamed `scheduler_name`,
+    the rest as upstream wrote it; None when the case runs the default configuration."""
+    if not case.scheduler_config:
+        return None
+    path = case.path(case.scheduler_config)
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise UpstreamError(f"{path}: {err}") from err
+    if not isinstance(config, dict):
+        raise UpstreamError(f"{path}: not a KubeSchedulerConfiguration")
+    profiles: list[dict[str, Any]] = []
+    raw: Mapping[str, Any]
+    for raw in config.get("profiles") or ({},):
+        profile = dict(raw)
+        if profile.get("schedulerName", KUBE_DEFAULT_SCHEDULER) == KUBE_DEFAULT_SCHEDULER:
+            profile["schedulerName"] = scheduler_name
+        profiles.append(profile)
+    return {**config, "profiles": profiles}
+
+
 def skip_reason(workload: UpstreamWorkload, plugins: Iterable[str]) -> str | None:
     """Why this workload cannot be run against ours here; None when it can."""
     defaults = default_gates()
-    for gate, value in sorted(workload.gates().items()):
-        default = defaults.get(gate)
-        if default is None:
+    for gate in sorted(workload.gates()):
+        if gate not in defaults:
             return f"feature gate {gate} is unknown to {pinned_versions()['K8S_VERSION']}"
-        if value != default:
-            version = pinned_versions()["K8S_VERSION"]
-            return f"sets feature gate {gate}={str(value).lower()} ({version} defaults it to {str(default).lower()})"
+    refusal = ours_gate_refusal(workload.gates())
+    if refusal:
+        return refusal
     case = workload.case
-    if case.scheduler_config:
-        return f"runs kube-scheduler with its own configuration ({case.scheduler_config})"
+    config = scheduler_configuration(case, KUBE_DEFAULT_SCHEDULER)
+    if config is not None:
+        try:
+            parse_config(config)
+        except ConfigError as err:
+            return f"ours refuses its scheduler configuration {case.scheduler_config}: {err}"
     available = set(plugins)
     for op in case.ops:
         opcode = op.get("opcode", "")
         if opcode not in SUPPORTED_OPCODES:
             return f"uses opcode {opcode}, which this harness does not run"
-        if op.get("steadyState") or op.get("steadyStateParam"):
-            return "creates pods in steady state, which this harness does not do"
         volumes = op.get("persistentVolumeTemplatePath") or op.get("persistentVolumeClaimTemplatePath")
         if volumes and "VolumeBinding" not in available:
             return "needs volume binding (VolumeBinding), which ours does not have yet"

@@ -6,8 +6,8 @@ kubernetes.io/hostname label; the one node prepare strategy a createNodes op app
 (nodeAllocatableStrategy, else labelNodePrepareStrategy, else uniqueNodeLabelStrategy), with the
 allocatable patch and per-node CSINode of NodeAllocatableStrategy; and, for a createPods op with
 persistentVolume[Claim]TemplatePath, the pre-bound PersistentVolume, claim and pod of
-CreatePodWithPersistentVolume. (The base pod of a createPods op without a template is
-upstream_run's BASE_POD.)
+CreatePodWithPersistentVolume; and a createPodGroups object's version (as_pod_group). (The
+base pod of a createPods op without a template is upstream_run's BASE_POD.)
 
 Must never: talk to the API (the executor sends what these return, in upstream's order), or add
 anything to an object that upstream does not.
@@ -27,6 +27,7 @@ MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 NODE_STRATEGIES = ("nodeAllocatableStrategy", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy")
 CLAIM_VOLUME = "vol"  # the pod volume's name CreatePodWithPersistentVolume gives every claim
+POD_GROUP_API_VERSION = "scheduling.k8s.io/v1beta1"  # the typed client createPodGroups creates with
 
 Raw = dict[str, Any]
 
@@ -152,3 +153,10 @@ def with_signature(pod: Mapping[str, Any], index: int, batch_size: int) -> dict[
     meta["labels"] = {**(meta.get("labels") or {}), "signature": f"signature-label-{index // batch_size}"}
     signed["metadata"] = meta
     return signed
+
+
+def as_pod_group(obj: Mapping[str, Any]) -> Raw:
+    """A rendered createPodGroups template as upstream sends it: decoded into the v1beta1
+    PodGroup type and created through that version's client, so whatever apiVersion the template
+    names (default_preemption's says v1alpha3) the object is a scheduling.k8s.io/v1beta1 PodGroup."""
+    return {**obj, "apiVersion": POD_GROUP_API_VERSION, "kind": "PodGroup"}

@@ -38,15 +38,20 @@ from harness.bench import report
 from harness.bench.gotemplate import Template, is_template
 from harness.bench.rawapi import RawApi, run_concurrently
 from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
-from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, ours_variant
+from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, Setup, ours_variant
 from harness.bench.upstream import (
     KIND_PATHS,
     TestCase,
     UpstreamError,
     UpstreamWorkload,
+    collection_path,
     resolve_count,
+    resolve_flag,
     resolve_template_params,
+    runtime_config,
     scaled,
+    scaled_params,
+    scheduler_configuration,
     select,
     skip_reason,
     throughput_summary,
@@ -54,8 +59,10 @@ from harness.bench.upstream import (
     upstream_workloads,
     user_workloads,
 )
+from harness.bench.upstream_dra import allocate_claims
 from harness.bench.upstream_objects import (
     allocatable_patch,
+    as_pod_group,
     bound,
     csi_node,
     name_nodes,
@@ -64,8 +71,9 @@ from harness.bench.upstream_objects import (
     strategy_labels,
     with_signature,
 )
-from harness.controlplane import REPO_ROOT, ControlPlane, pinned_versions
+from harness.controlplane import REPO_ROOT, ControlPlane, feature_gate_args, pinned_versions
 from plugins.registry import IN_TREE
+from scheduler.features import DYNAMIC_RESOURCE_ALLOCATION
 
 CREATORS = 32
 # libyaml's loader when PyYAML has it: a Go template is parsed once per object it makes.
@@ -103,6 +111,9 @@ PODS_PER_NODE_CAP = {"SchedulingPodAntiAffinity": 0.6}
 # templates set spec.priority themselves, which that plugin rejects. The flag adds to the control
 # plane's own --disable-admission-plugins list.
 APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
+# The controllers scheduler_perf runs beside a DRA workload's scheduler (util.go; its GC and
+# namespace controllers matter to no workload's measurement).
+CLAIM_CONTROLLERS = ("resourceclaim-controller",)
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -117,7 +128,12 @@ OPCODE_METHODS = {
     "deletePods": "delete_pods",
     "startCollectingMetrics": "start_collecting_metrics",
     "stopCollectingMetrics": "stop_collecting_metrics",
+    "createPodGroups": "create_pod_groups",
+    "allocResourceClaims": "alloc_resource_claims",
 }
+# How long createPodGroups waits for its PodGroups to be listed (upstream: 10 s in its informer).
+POD_GROUPS_VISIBLE_SECONDS = 10.0
+RESOURCE = "/apis/resource.k8s.io/v1"
 
 
 def _duration_seconds(raw: Any) -> float:
@@ -154,6 +170,8 @@ class PodTracker:
     attempted: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     collectors: list[Collector] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # namespace -> names of its pods as they get a node (a steady-state createPods listens)
+    bound_queues: dict[str, asyncio.Queue[str]] = field(default_factory=dict)
 
     def on_event(self, kind: str, pod: dict[str, Any], arrived: float) -> None:
         meta = pod["metadata"]
@@ -172,6 +190,8 @@ class PodTracker:
         if node or any(c.get("type") == "PodScheduled" for c in conditions):
             self.attempted[namespace].add(name)
         if node and not was:
+            if namespace in self.bound_queues:
+                self.bound_queues[namespace].put_nowait(name)
             for collector in self.collectors:
                 if namespace in collector.namespaces and _labels_match(meta.get("labels") or {}, collector.selector):
                     collector.scheduled_at.append(arrived)
@@ -228,12 +248,20 @@ class Executor:
         self._current: Collector | None = None
         self.rng = random.Random()  # node names, as upstream's random suffixes
         self._sources: dict[Path, Template | dict[str, Any]] = {}
+        self.template_values = scaled_params(self.case, workload.params, scale)
 
     # ---------------------------------------------------------------- helpers
 
     def count(self, op: Mapping[str, Any], key: str = "count") -> int:
-        value = resolve_count(op, self.workload.params, key)
-        return scaled(value, self.scale) if op.get(f"{key}Param") else value
+        """An op's count at the run's scale. With countMultiplierParam (pods per group) the group
+        count is scaled and then multiplied, so every group keeps all its members."""
+        multiplier = op.get("countMultiplierParam") if key == "count" else None
+        base = {k: v for k, v in op.items() if k != "countMultiplierParam"}
+        value = resolve_count(base, self.workload.params, key)
+        value = scaled(value, self.scale) if op.get(f"{key}Param") else value
+        if multiplier:
+            value *= resolve_count({"countParam": multiplier}, self.workload.params)
+        return value
 
     def template(self, relative: str) -> dict[str, Any]:
         """A file read as plain YAML, where upstream reads it so (churn, namespaces, volumes)."""
@@ -253,7 +281,7 @@ class Executor:
         source = self._source(relative)
         if isinstance(source, dict):
             return [source] * count
-        resolved = resolve_template_params(params or {}, self.workload.params)
+        resolved = resolve_template_params(params or {}, self.template_values)
         made: list[dict[str, Any]] = []
         for index in range(count):
             text = source.render({**resolved, "Index": index, "Count": count})
@@ -286,8 +314,7 @@ class Executor:
         self.namespaces.add(name)
 
     def path_of(self, manifest: Mapping[str, Any], namespace: str) -> str:
-        path, namespaced = KIND_PATHS[manifest.get("kind", "")]
-        return path.format(namespace=namespace) if namespaced else path
+        return collection_path(manifest, namespace)
 
     def start_collecting(self, namespaces: Sequence[str], selector: Mapping[str, str] | None) -> None:
         if self._current is not None:
@@ -398,6 +425,10 @@ class Executor:
         made = self.objects(path, count, op.get("templateParams")) if path else [BASE_POD] * count
         if op.get("collectMetrics"):
             self.start_collecting([namespace], None)
+        steady = bool(resolve_flag(op, self.workload.params, "steadyState"))
+        if steady:
+            # Listening before the first pod is created, so that no binding is missed.
+            self.pods.bound_queues[namespace] = asyncio.Queue()
         if all(pod is made[0] for pod in made):
             manifests = [self.pod_manifest(made[0])] * count if made else []
         else:
@@ -412,6 +443,10 @@ class Executor:
             await self.api.create_all(f"/api/v1/namespaces/{namespace}/pods", bodies, CREATORS)
         if op.get("skipWaitToCompletion"):
             self.expected[namespace] = self.expected.get(namespace, 0) + count
+        elif steady:
+            # Each replacement is made as upstream makes it: a batch of one, its first pod.
+            replacement = manifests[-1] if batch is None else with_signature(manifests[-1], 0, batch)
+            await self.keep_steady(op, namespace, replacement)
         else:
             await self.pods.wait(
                 lambda: self.pods.scheduled(namespace) >= count,
@@ -420,6 +455,38 @@ class Executor:
             )
         if op.get("collectMetrics"):
             self.stop_collecting()
+
+    async def keep_steady(self, op: Mapping[str, Any], namespace: str, manifest: Mapping[str, Any]) -> None:
+        """createPods in steady state, after its `count` pods were created (their bindings already
+        queued since before the first was created): for the op's duration,
+        each pod of the namespace seen bound is deleted at once and one more created, so the
+        scheduler always has the same backlog (upstream's createPodsSteadily). A duration in
+        which no pod was bound is an error, as upstream's."""
+        duration = _duration_seconds(resolve_flag(op, self.workload.params, "duration"))
+        bound_pods = self.pods.bound_queues[namespace]
+        pods = f"/api/v1/namespaces/{namespace}/pods"
+        seen = 0
+        deadline = time.monotonic() + duration
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    name = await asyncio.wait_for(bound_pods.get(), remaining)
+                except TimeoutError:
+                    break
+                seen += 1
+                status, body = await self.api.request(
+                    "DELETE", f"{pods}/{name}?gracePeriodSeconds=0&propagationPolicy=Background"
+                )
+                if status not in (200, 202, 404):
+                    raise UpstreamError(f"deleting scheduled pod {namespace}/{name}: HTTP {status}: {body}")
+                await self.api.create(pods, dict(manifest))
+        finally:
+            self.pods.bound_queues.pop(namespace, None)
+        if seen == 0:
+            raise UpstreamError(
+                f"no pod at all got scheduled in {namespace} within {duration:g} s, "
+                "either because of a problem or because the interval was too small"
+            )
 
     async def create_pods_with_volumes(
         self, op: Mapping[str, Any], namespace: str, pods: Sequence[Mapping[str, Any]], batch: int | None
@@ -553,6 +620,55 @@ class Executor:
         else:
             await delete()
 
+    async def op_create_pod_groups(self, _index: int, op: Mapping[str, Any]) -> None:
+        """createPodGroups: `count` PodGroups from the template (Index and the op's templateParams)
+        in the op's namespace, then wait until a list shows them all, as upstream waits for its
+        informer."""
+        namespace = op["namespace"]
+        await self.ensure_namespace(namespace)
+        count = self.count(op)
+        groups = [as_pod_group(g) for g in self.objects(op["templatePath"], count, op.get("templateParams"))]
+        path = KIND_PATHS["PodGroup"][0].format(namespace=namespace)
+        await self.api.create_all(path + "?fieldValidation=Strict", groups, CREATORS)
+        deadline = time.monotonic() + POD_GROUPS_VISIBLE_SECONDS
+        while True:
+            status, body = await self.api.request("GET", path)
+            listed = len((body or {}).get("items") or ()) if status == 200 else 0
+            if listed >= count:
+                return
+            if time.monotonic() > deadline:
+                raise UpstreamError(f"{count} PodGroups in {namespace} not listed within 10 s (HTTP {status})")
+            await asyncio.sleep(0.1)
+
+    async def op_alloc_resource_claims(self, _index: int, op: Mapping[str, Any]) -> None:
+        """allocResourceClaims: every unallocated claim of the namespace (all namespaces when none)
+        allocated on a random node that fits it, and its status written (upstream_dra.py)."""
+        namespace = op.get("namespace") or ""
+        claims = await self.list_all(
+            f"{RESOURCE}/namespaces/{namespace}/resourceclaims" if namespace else f"{RESOURCE}/resourceclaims"
+        )
+        allocated = allocate_claims(
+            claims,
+            await self.list_all("/api/v1/nodes"),
+            await self.list_all(f"{RESOURCE}/resourceslices"),
+            await self.list_all(f"{RESOURCE}/deviceclasses"),
+            await self.list_all(f"{RESOURCE}/devicetaintrules"),
+            self.rng,
+        )
+        for claim, allocation in allocated:
+            meta = claim["metadata"]
+            path = f"{RESOURCE}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}/status"
+            status, body = await self.api.request("PUT", path, {**claim, "status": {"allocation": allocation}})
+            if status != 200:
+                raise UpstreamError(f"PUT {path}: HTTP {status}: {body}")
+
+    async def list_all(self, path: str) -> list[dict[str, Any]]:
+        status, body = await self.api.request("GET", path)
+        if status != 200:
+            raise UpstreamError(f"GET {path}: HTTP {status}: {body}")
+        items: list[dict[str, Any]] = body.get("items") or []
+        return items
+
     async def op_start_collecting_metrics(self, _index: int, op: Mapping[str, Any]) -> None:
         self.start_collecting(list(op.get("namespaces") or ()), op.get("labelSelector"))
 
@@ -573,11 +689,18 @@ def run_workload(
         "commit": report.git_revision(REPO_ROOT),
     }
     began = time.monotonic()
+    gates = workload.gates()
+    setup = Setup(gates, scheduler_configuration(workload.case, kind.scheduler_name))
     try:
         with (
-            ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
-            kind.start(plane, kind.scheduler_name) as running,
+            ControlPlane(
+                kwok=False, apiserver_args=APISERVER_ARGS, feature_gates=gates, runtime_config=runtime_config(gates)
+            ) as plane,
+            kind.start(plane, kind.scheduler_name, setup) as running,
         ):
+            if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
+                # As scheduler_perf: the ResourceClaim controller makes the claims of templates.
+                plane.start_kube_controller_manager(CLAIM_CONTROLLERS, extra_args=feature_gate_args(gates))
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
@@ -604,6 +727,7 @@ def run_workload(
                     "throughput_p99": main["throughput"]["p99"],
                     "scheduled": main["scheduled"],
                     "cpu_ms_per_pod": main["cpu_ms_per_pod"],
+                    "cpu_seconds": main["cpu_seconds"],
                     "attempt_p50_ms": main["attempt_p50_ms"],
                     "attempt_p99_ms": main["attempt_p99_ms"],
                     "attempts_per_pod": main.get("attempts_per_pod"),
@@ -692,6 +816,14 @@ def _fmt(value: Any, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _cpu(run: Mapping[str, Any]) -> str:
+    """CPU ms per bound pod; for a measured phase that binds no pod (PublishResourceSlices
+    measures the scheduler taking in ResourceSlices) the phase's CPU seconds."""
+    if run.get("cpu_ms_per_pod") is None and run.get("cpu_seconds") is not None and not run.get("scheduled"):
+        return f"{run['cpu_seconds']:.2f} s"
+    return _fmt(run.get("cpu_ms_per_pod"), 2)
+
+
 def _ratio(a: Any, b: Any) -> str:
     return "-" if not a or not b else f"{a / b:.2f}"
 
@@ -726,7 +858,7 @@ def markdown(results: Mapping[str, Any]) -> str:
             f"| {name} | {_fmt(ours.get('threshold') or kube.get('threshold'))} | {tp(ours)} | {tp(kube)} | "
             f"{_fmt(null.get('throughput_avg'))} | {_ratio(ours.get('throughput_avg'), kube.get('throughput_avg'))} | "
             f"{_ratio(ours.get('throughput_avg'), null.get('throughput_avg'))} | "
-            f"{_fmt(ours.get('cpu_ms_per_pod'), 2)} / {_fmt(kube.get('cpu_ms_per_pod'), 2)} | "
+            f"{_cpu(ours)} / {_cpu(kube)} | "
             f"{_fmt(ours.get('peak_rss_mib'))} / {_fmt(kube.get('peak_rss_mib'))} | "
             f"{_fmt(ours.get('attempt_p50_ms'), 1)}/{_fmt(ours.get('attempt_p99_ms'), 1)} | "
             f"{_fmt(kube.get('attempt_p50_ms'), 1)}/{_fmt(kube.get('attempt_p99_ms'), 1)} |"
@@ -789,6 +921,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a createPods/barrier may wait")
     parser.add_argument("--list", action="store_true", help="list the chosen workloads and skip reasons, run nothing")
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--tag", default="", help="a word in the results folder's name (<date>-upstream-<tag>-<scale>)")
     parser.add_argument(
         "--ours-variant",
         action="append",
@@ -868,6 +1001,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
     if args.config_dir:
         kind_name = f"{args.config_dir.resolve().name}-{kind_name}"
+    if args.tag:
+        kind_name = f"{args.tag}-{kind_name}"
     out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -19,7 +19,7 @@ from plugins.interpodaffinity.filtering import Filtering, filter_batch, filter_n
 from plugins.interpodaffinity.scoring import Scoring, normalize_scores, score_node
 from plugins.interpodaffinity.terms import POD_AFFINITY, POD_ANTI_AFFINITY, AffinityTerm, required_terms
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -92,7 +92,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return filter_node(state, pod, node_info)
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
         return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------

@@ -19,7 +19,7 @@ from plugins.helper import RowCountCache
 from plugins.interpodaffinity.common import NAME, ExistingPodTerms, namespace_labels
 from plugins.interpodaffinity.terms import PodTerms, TopologyPair, add_to_pair, matches_all, parse_pod_terms
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import PER_NODE, BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     Code,
     CycleState,
@@ -34,6 +34,11 @@ from scheduler.model.selectors import aggregate
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
 ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+# Filter's rejections in the order it checks them, by the keys filter_batch gives them (0 passes).
+_AFFINITY = Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+_ANTI_AFFINITY = Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+_EXISTING_ANTI_AFFINITY = Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+_REJECTIONS = {1: _AFFINITY, 2: _ANTI_AFFINITY, 3: _EXISTING_ANTI_AFFINITY}
 
 
 @dataclass(slots=True)
@@ -182,26 +187,44 @@ def filter_node(state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | No
         return Status.as_error(ValueError("node not found"), NAME)
     labels = node.labels
     if not _satisfies_affinity(pre, pod, labels):
-        return Status.unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+        return _AFFINITY
     if pre.anti_affinity and any(
         pre.anti_affinity.get((t.topology_key, labels[t.topology_key]), 0) > 0
         for t in pre.terms.required_anti_affinity
         if t.topology_key in labels
     ):
-        return Status.unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+        return _ANTI_AFFINITY
     if pre.existing_anti_affinity and any(pre.existing_anti_affinity.get(pair, 0) > 0 for pair in labels.items()):
-        return Status.unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH, plugin=NAME)
+        return _EXISTING_ANTI_AFFINITY
     return None
 
 
-def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
     """Filter over every row at once: the PreFilter counts as arrays over each topology key's
-    value codes (kube's per-node map lookups, for all nodes in one pass). None without PreFilter
-    state (the per-node form reports the error)."""
+    value codes (kube's per-node map lookups, for all nodes in one pass); per row the first check
+    it fails, as filter_node orders them. None without PreFilter state (the per-node form reports
+    the error); a row without its node is left to the per-node form too."""
     pre = state.get(PRE_FILTER_KEY)
     if pre is None:
         return None
-    mask = table.node_mask((NAME, "has node"), lambda node: True).copy()
+    keys: IntArray = np.zeros(table.size, np.int64)
+    # Later checks first, so that an earlier failing check overwrites the key.
+    for key in {key for (key, _), count in pre.existing_anti_affinity.items() if count > 0}:
+        codes, by_value = table.label_codes(key)
+        keys[_positive(pre.existing_anti_affinity, key, by_value)[codes]] = 3
+    if pre.anti_affinity:
+        for term in pre.terms.required_anti_affinity:
+            codes, by_value = table.label_codes(term.topology_key)
+            keys[_positive(pre.anti_affinity, term.topology_key, by_value)[codes]] = 2
+    affinity_ok = _affinity_mask(pre, pod, table)
+    if affinity_ok is not None:
+        keys[~affinity_ok] = 1
+    keys[~table.node_mask((NAME, "has node"), lambda node: True)] = PER_NODE
+    return FilterVerdicts.from_keys(keys, _REJECTIONS.__getitem__)
+
+
+def _affinity_mask(pre: _PreFilterState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    """_satisfies_affinity for every row, None when the pod has no required affinity terms."""
     affinity_terms = pre.terms.required_affinity
     if affinity_terms:
         has_keys = np.ones(table.size, np.bool_)
@@ -212,15 +235,9 @@ def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | N
             found &= _positive(pre.affinity, term.topology_key, by_value)[codes]
         if not pre.affinity and matches_all(affinity_terms, pod):
             found[:] = True
-        mask &= has_keys & found
-    if pre.anti_affinity:
-        for term in pre.terms.required_anti_affinity:
-            codes, by_value = table.label_codes(term.topology_key)
-            mask &= ~_positive(pre.anti_affinity, term.topology_key, by_value)[codes]
-    for key in {key for (key, _), count in pre.existing_anti_affinity.items() if count > 0}:
-        codes, by_value = table.label_codes(key)
-        mask &= ~_positive(pre.existing_anti_affinity, key, by_value)[codes]
-    return mask
+        ok: BoolArray = has_keys & found
+        return ok
+    return None
 
 
 def _positive(counts: Mapping[TopologyPair, int], key: str, by_value: Mapping[str, int]) -> BoolArray:

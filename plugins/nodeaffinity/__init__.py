@@ -15,7 +15,7 @@ from typing import Any
 
 from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -51,6 +51,11 @@ NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
+# Filter's rejections, by the keys filter_batch gives them (0 passes).
+_REJECTIONS = {
+    1: Status.unresolvable(ERR_REASON_ENFORCED, plugin=NAME),
+    2: Status.unresolvable(ERR_REASON_POD, plugin=NAME),
+}
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -167,21 +172,25 @@ class NodeAffinity:
         node = node_info.node
         if node is None:
             return None
-        if self.added_required is not None and not self.added_required.matches(node):
-            return Status.unresolvable(ERR_REASON_ENFORCED, plugin=NAME)
         pre = state.get(PRE_FILTER_KEY)
         required = pre.required if pre is not None else required_node_affinity(pod)
-        if not required.matches(node):
-            return Status.unresolvable(ERR_REASON_POD, plugin=NAME)
-        return None
+        key = self._rejection_key(required, node)
+        return _REJECTIONS[key] if key else None
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+    def _rejection_key(self, required: RequiredNodeAffinity, node: Node) -> int:
+        if self.added_required is not None and not self.added_required.matches(node):
+            return 1
+        return 0 if required.matches(node) else 2
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts:
         # Pods with the same selector and required terms share one evaluation per node change; the
         # key is all the verdict reads (with the enforced affinity, which differs by profile).
         pre = state.get(PRE_FILTER_KEY)
         required = pre.required if pre is not None else required_node_affinity(pod)
-        return table.node_mask(
-            (NAME, self.added_required, required), lambda node: self.filter(state, pod, NodeInfo(node)) is None
+        return table.node_verdicts(
+            (NAME, "filter", self.added_required, required),
+            lambda node: self._rejection_key(required, node),
+            _REJECTIONS.__getitem__,
         )
 
     # ---- PreScore / Score --------------------------------------------------------------

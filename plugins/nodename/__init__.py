@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -23,6 +23,7 @@ from scheduler.model.objects import Pod
 NAME = "NodeName"
 
 ERR_REASON = "node(s) didn't match the requested node name"
+_MISMATCH = Status.unresolvable(ERR_REASON, plugin=NAME)
 
 
 def fits(pod: Pod, node_info: NodeInfo) -> bool:
@@ -35,12 +36,13 @@ class NodeName:
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if fits(pod, node_info):
             return None
-        return Status.unresolvable(ERR_REASON, plugin=NAME)
+        return _MISMATCH
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts:
         if not pod.node_name:
-            return np.ones(table.size, np.bool_)
-        return np.fromiter((info.name == pod.node_name for info in table.infos), np.bool_, table.size)
+            return FilterVerdicts.from_mask(np.ones(table.size, np.bool_), _MISMATCH)
+        mask = np.fromiter((info.name == pod.node_name for info in table.infos), np.bool_, table.size)
+        return FilterVerdicts.from_mask(mask, _MISMATCH)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         # Only a new node can be the one the pod names; no hint narrows that further upstream.

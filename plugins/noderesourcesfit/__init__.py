@@ -14,15 +14,16 @@ whose own requests are beyond int64 is rejected at PreFilter, naming the field.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import event_objects
+from plugins.helper import api_hint, event_objects
 from plugins.helper.resource_allocation import is_scalar_resource
 from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
 from plugins.noderesourcesfit.filtering import NAME as NAME
-from plugins.noderesourcesfit.filtering import filter_batch, filter_node, pre_filter
+from plugins.noderesourcesfit.filtering import Delegate, filter_batch, filter_node, never_delegate, pre_filter
 from plugins.noderesourcesfit.filtering import fits as fits
 from plugins.noderesourcesfit.resource_allocation import (
     LEAST_ALLOCATED,
@@ -33,11 +34,13 @@ from plugins.noderesourcesfit.resource_allocation import (
     placement_score,
 )
 from plugins.noderesourcesfit.resource_allocation import ResourceSpec as ResourceSpec
+from scheduler.framework.dra import DEVICE_CLASS_PREFIX, DraManager
 from scheduler.framework.interface import Handle
 from scheduler.framework.podgroups import PodGroupState
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
+    ApiObject,
     ClusterEvent,
     ClusterEventWithHint,
     CycleState,
@@ -114,8 +117,11 @@ def parse_args(args: Mapping[str, Any]) -> FitArgs:
 class NodeResourcesFit:
     name = NAME
 
-    def __init__(self, args: FitArgs) -> None:
+    def __init__(self, args: FitArgs, dra: DraManager | None = None) -> None:
         self.args = args
+        self._delegate: Delegate = (
+            (lambda name: dra.device_class_for_resource(name) is not None) if dra is not None else never_delegate
+        )
         self._scorer = ResourceAllocationScorer(args.strategy, args.resources, args.shape)
 
     # ---- PreFilter / Filter ------------------------------------------------------------
@@ -129,9 +135,11 @@ class NodeResourcesFit:
         return None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        return filter_node(state, pod, node_info, self.args.ignored_resources, self.args.ignored_resource_groups)
+        return filter_node(
+            state, pod, node_info, self.args.ignored_resources, self.args.ignored_resource_groups, self._delegate
+        )
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
         return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------
@@ -164,13 +172,18 @@ class NodeResourcesFit:
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), _pod_freed),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE), _node_grew
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                functools.partial(_node_grew, delegate=self._delegate),
             ),
             # In-place resize (GA): a bound pod shrinking frees room; the pod itself shrinking may fit.
             ClusterEventWithHint(
                 ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN), _pod_freed
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+            # A DeviceClass may come to back an extended resource the pod asks for.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE), _device_class_changed
+            ),
         ]
 
 
@@ -208,11 +221,28 @@ def _relevant_resources_decreased(pod: Pod, old: Pod, new: Pod) -> bool:
     )
 
 
-def _node_grew(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
+@api_hint
+def _device_class_changed(pod: Pod, old: ApiObject | None, new: ApiObject | None) -> QueueingHint:
+    if new is None:
+        return QueueingHint.SKIP
+    resource = (new.get("spec") or {}).get("extendedResourceName")
+    if old is not None:
+        if (old.get("spec") or {}).get("extendedResourceName") == resource:
+            return QueueingHint.SKIP
+    elif pod.requests.scalar.get(DEVICE_CLASS_PREFIX + str((new.get("metadata") or {}).get("name") or "")):
+        return QueueingHint.QUEUE
+    if resource and str(resource) in pod.requests.scalar:
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _node_grew(
+    pod: Pod, old: EventObject | None, new: EventObject | None, delegate: Delegate = never_delegate
+) -> QueueingHint:
     if not isinstance(new, Node) or pod.fit_out_of_range:
         return QueueingHint.SKIP
     if old is None:
-        return QueueingHint.QUEUE if fits(pod, new) else QueueingHint.SKIP
+        return QueueingHint.QUEUE if fits(pod, new, delegate) else QueueingHint.SKIP
     if not isinstance(old, Node):
         return QueueingHint.QUEUE
     a, b = old.allocatable, new.allocatable
@@ -224,8 +254,8 @@ def _node_grew(pod: Pod, old: EventObject | None, new: EventObject | None) -> Qu
         or (req.ephemeral_storage > 0 and b.ephemeral_storage > a.ephemeral_storage)
         or any(amount and b.scalar.get(name, 0) > a.scalar.get(name, 0) for name, amount in req.scalar.items())
     )
-    return QueueingHint.QUEUE if grew and fits(pod, new) else QueueingHint.SKIP
+    return QueueingHint.QUEUE if grew and fits(pod, new, delegate) else QueueingHint.SKIP
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit(parse_args(args))
+    return NodeResourcesFit(parse_args(args), handle.dra)

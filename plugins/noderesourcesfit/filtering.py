@@ -9,10 +9,14 @@ a NodeInfo.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from plugins.helper.resource_allocation import is_extended_resource
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResult, StateKey, Status
 from scheduler.model.objects import Node, Pod, Resource
 from scheduler.model.quantity import go_add
@@ -30,12 +34,21 @@ class _PreFilterState:
 
 PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
 
+# Whether a DeviceClass backs this extended resource: where the node does not offer it, it is
+# DynamicResources' to allocate (kube's shouldDelegateResourceToDRA, DRAExtendedResource).
+Delegate = Callable[[str], bool]
+
+
+def never_delegate(name: str) -> bool:
+    return False
+
 
 def insufficient_resources(
     requests: Resource,
     node_info: NodeInfo,
     ignored: frozenset[str] = frozenset(),
     ignored_groups: frozenset[str] = frozenset(),
+    delegate: Delegate = never_delegate,
 ) -> list[tuple[str, bool]]:
     """(reason, unresolvable) for every resource the node lacks for these requests."""
     alloc = node_info.allocatable
@@ -58,15 +71,17 @@ def insufficient_resources(
         if is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
             continue
         capacity = alloc.scalar.get(name, 0)
+        if capacity <= 0 and delegate(name):
+            continue
         if amount > go_add(capacity, -used.scalar.get(name, 0)):
             out.append((f"Insufficient {name}", amount > capacity))
     return out
 
 
-def fits(pod: Pod, node: Node) -> bool:
+def fits(pod: Pod, node: Node, delegate: Delegate = never_delegate) -> bool:
     """Would the pod fit on this node if it were empty (used by queueing hints)."""
     info = NodeInfo(node)
-    return not insufficient_resources(pod.fit_requests, info)
+    return not insufficient_resources(pod.fit_requests, info, delegate=delegate)
 
 
 def pre_filter(state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
@@ -83,26 +98,67 @@ def _requests(state: CycleState, pod: Pod) -> Resource:
 
 
 def filter_node(
-    state: CycleState, pod: Pod, node_info: NodeInfo, ignored: frozenset[str], ignored_groups: frozenset[str]
+    state: CycleState,
+    pod: Pod,
+    node_info: NodeInfo,
+    ignored: frozenset[str],
+    ignored_groups: frozenset[str],
+    delegate: Delegate = never_delegate,
 ) -> Status | None:
-    missing = insufficient_resources(_requests(state, pod), node_info, ignored, ignored_groups)
+    missing = insufficient_resources(_requests(state, pod), node_info, ignored, ignored_groups, delegate)
     if not missing:
         return None
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(u for _, u in missing) else Code.UNSCHEDULABLE
     return Status(code, tuple(r for r, _ in missing), plugin=NAME)
 
 
-def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
+_KEYED_REASONS = ("Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
+
+
+@functools.cache
+def _status_of_key(key: int) -> Status:
+    """The Filter status of a rejection key (bit 0: too many pods; then per resource, lacking and
+    lacking even on an empty node); at most 2**7 of them, shared by every pod."""
+    reasons = ["Too many pods"] if key & 1 else []
+    unresolvable = False
+    for bit, reason in enumerate(_KEYED_REASONS):
+        if key >> (2 * bit + 1) & 1:
+            reasons.append(reason)
+            unresolvable = unresolvable or bool(key >> (2 * bit + 2) & 1)
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(reasons), plugin=NAME)
+
+
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
     requests = _requests(state, pod)
     if any(requests.scalar.values()):
         return None  # extended resources: the per-node form handles them
     mask: BoolArray = table.pod_count < table.alloc_pods
+    if not requests.is_zero():
+        if requests.milli_cpu > 0:
+            mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
+        if requests.memory > 0:
+            mask &= requests.memory <= table.alloc_mem - table.req_mem
+        if requests.ephemeral_storage > 0:
+            mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
+    return FilterVerdicts(mask, functools.partial(_rejection_keys, requests, table), _status_of_key)
+
+
+def _rejection_keys(requests: Resource, table: NodeTable, rows: IntArray) -> IntArray:
+    """Per rejected row, the set of what it lacks as one bit per (reason, unresolvable) in
+    insufficient_resources' order; worked out only for the rows the scheduler reached."""
+    keys: IntArray = (table.pod_count[rows] >= table.alloc_pods[rows]).astype(np.int64)
     if requests.is_zero():
-        return mask
-    if requests.milli_cpu > 0:
-        mask &= requests.milli_cpu <= table.alloc_cpu - table.req_cpu
-    if requests.memory > 0:
-        mask &= requests.memory <= table.alloc_mem - table.req_mem
-    if requests.ephemeral_storage > 0:
-        mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
-    return mask
+        return keys
+    for bit, (request, alloc, used) in enumerate(
+        (
+            (requests.milli_cpu, table.alloc_cpu, table.req_cpu),
+            (requests.memory, table.alloc_mem, table.req_mem),
+            (requests.ephemeral_storage, table.alloc_eph, table.req_eph),
+        )
+    ):
+        if request > 0:
+            lacking = request > alloc[rows] - used[rows]
+            keys |= lacking.astype(np.int64) << (2 * bit + 1)
+            keys |= (lacking & (request > alloc[rows])).astype(np.int64) << (2 * bit + 2)
+    return keys

@@ -13,7 +13,7 @@ import numpy as np
 
 from plugins.helper import event_objects
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -31,6 +31,7 @@ from scheduler.model.selectors import NO_SCHEDULE, TAINT_NODE_UNSCHEDULABLE, tol
 NAME = "NodeUnschedulable"
 
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+_UNSCHEDULABLE = Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=NAME)
 
 _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", NO_SCHEDULE)
 
@@ -46,12 +47,12 @@ class NodeUnschedulable:
         node = node_info.node
         if node is None or not node.unschedulable or tolerates_unschedulable(pod):
             return None
-        return Status.unresolvable(ERR_REASON_UNSCHEDULABLE, plugin=NAME)
+        return _UNSCHEDULABLE
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts:
         if tolerates_unschedulable(pod):
-            return np.ones(table.size, np.bool_)
-        return ~table.unschedulable
+            return FilterVerdicts.from_mask(np.ones(table.size, np.bool_), _UNSCHEDULABLE)
+        return FilterVerdicts.from_mask(~table.unschedulable, _UNSCHEDULABLE)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [

@@ -13,7 +13,7 @@ from typing import Any
 
 from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     ActionType,
@@ -42,6 +42,7 @@ NAME = "TaintToleration"
 
 # The pinned 1.34.4 no longer names the taint here: taint keys and values may be sensitive.
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
+_UNTOLERATED = Status.unresolvable(ERR_REASON_UNTOLERATED, plugin=NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +77,11 @@ class TaintToleration:
         node = node_info.node
         if node is None or untolerated_taint(node, pod) is None:
             return None
-        return Status.unresolvable(ERR_REASON_UNTOLERATED, plugin=NAME)
+        return _UNTOLERATED
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray:
-        return table.node_mask((NAME, tolerations_of(pod)), lambda node: untolerated_taint(node, pod) is None)
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts:
+        mask = table.node_mask((NAME, tolerations_of(pod)), lambda node: untolerated_taint(node, pod) is None)
+        return FilterVerdicts.from_mask(mask, _UNTOLERATED)
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
         relevant = tuple(t for t in tolerations_of(pod) if t.effect in ("", PREFER_NO_SCHEDULE))

@@ -98,6 +98,37 @@ class ApiClient(Protocol):
         """PUT the PVC (VolumeBinding's selected-node annotation); returns the stored object."""
         ...
 
+    async def get_resource_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
+        """GET a resource.k8s.io/v1 ResourceClaim (DynamicResources re-reads one after a conflict)."""
+        ...
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        """PUT the claim (its finalizers); returns the stored object; 409 on a stale resourceVersion."""
+        ...
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        """PUT the claim's status subresource (allocation, reservedFor); 409 on a stale one."""
+        ...
+
+    async def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Strategic-merge PATCH of the claim's status (remove one reservedFor entry by uid)."""
+        ...
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        """POST a claim (the special claim of extended resources backed by DRA); the stored object."""
+        ...
+
+    async def delete_resource_claim(self, claim: Mapping[str, Any]) -> None:
+        """Delete the claim, preconditioned on its UID."""
+        ...
+
+    async def patch_pod_status_fields(self, pod: Pod, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Strategic-merge other fields into the pod's status (extendedResourceClaimStatus),
+        preconditioned on its UID; returns the pod as written."""
+        ...
+
     async def close(self) -> None: ...
 
 

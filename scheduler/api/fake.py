@@ -97,6 +97,13 @@ class FakeApiClient:
     persistent_volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
     persistent_volume_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     volume_update_errors: dict[str, ApiError] = field(default_factory=dict)
+    # ResourceClaims by namespace/name as stored (tests put the claims the informers saw here too);
+    # claim_errors: the next claim write of that key raises it; claim_writes: ("update" | "status"
+    # | "patch" | "create" | "delete", key) in order; pod_status_fields: the last fields patched per pod
+    resource_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    claim_errors: dict[str, ApiError] = field(default_factory=dict)
+    claim_writes: list[tuple[str, str]] = field(default_factory=list)
+    pod_status_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     # collection path -> its objects, listed at `list_resource_version`
     collections: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     list_resource_version: str = "1"
@@ -220,6 +227,98 @@ class FakeApiClient:
     async def update_persistent_volume_claim(self, pvc: Mapping[str, Any]) -> Mapping[str, Any]:
         meta = pvc.get("metadata") or {}
         return self._update(self.persistent_volume_claims, f"{meta.get('namespace', '')}/{meta.get('name', '')}", pvc)
+
+    # ---- ResourceClaims: an apiserver's optimistic concurrency in a dict ----------------------
+
+    def _claim_write(self, verb: str, key: str) -> dict[str, Any]:
+        self.claim_writes.append((verb, key))
+        error = self.claim_errors.pop(key, None)
+        if error is not None:
+            raise error
+        stored = self.resource_claims.get(key)
+        if stored is None and verb != "create":
+            raise ApiError(404, f'resourceclaims.resource.k8s.io "{key.split("/", 1)[1]}" not found', "NotFound")
+        return stored or {}
+
+    @staticmethod
+    def _claim_key(claim: Mapping[str, Any]) -> str:
+        meta = claim.get("metadata") or {}
+        return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+    def _store_claim(self, key: str, claim: Mapping[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(dict(claim))
+        meta = stored.setdefault("metadata", {})
+        meta["resourceVersion"] = str(self._next_version())
+        self.resource_claims[key] = stored
+        return copy.deepcopy(stored)
+
+    def _next_version(self) -> int:
+        versions = [int((c.get("metadata") or {}).get("resourceVersion") or 0) for c in self.resource_claims.values()]
+        return max(versions, default=0) + 1
+
+    @staticmethod
+    def _check_version(key: str, stored: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
+        given = (claim.get("metadata") or {}).get("resourceVersion")
+        if given and given != (stored.get("metadata") or {}).get("resourceVersion"):
+            raise ApiError(
+                409,
+                f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{key.split("/", 1)[1]}": '
+                "the object has been modified; please apply your changes to the latest version and try again",
+                "Conflict",
+            )
+
+    async def get_resource_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
+        key = f"{namespace}/{name}"
+        if key not in self.resource_claims:
+            raise ApiError(404, f'resourceclaims.resource.k8s.io "{name}" not found', "NotFound")
+        return copy.deepcopy(self.resource_claims[key])
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        key = self._claim_key(claim)
+        stored = self._claim_write("update", key)
+        self._check_version(key, stored, claim)
+        return self._store_claim(key, {**claim, "status": stored.get("status") or {}})
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        key = self._claim_key(claim)
+        stored = self._claim_write("status", key)
+        self._check_version(key, stored, claim)
+        return self._store_claim(key, {**stored, "status": copy.deepcopy(dict(claim.get("status") or {}))})
+
+    async def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        key = f"{namespace}/{name}"
+        stored = self._claim_write("patch", key)
+        status = copy.deepcopy(dict(stored.get("status") or {}))
+        # The one patch the scheduler sends: delete reservedFor entries by uid.
+        removed = {e.get("uid") for e in (patch.get("status") or {}).get("reservedFor") or () if e.get("$patch")}
+        status["reservedFor"] = [e for e in status.get("reservedFor") or () if e.get("uid") not in removed]
+        if not status["reservedFor"]:
+            del status["reservedFor"]
+        return self._store_claim(key, {**stored, "status": status})
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        created = copy.deepcopy(dict(claim))
+        meta = created.setdefault("metadata", {})
+        if meta.get("generateName") and not meta.get("name"):
+            meta["name"] = f"{meta['generateName']}{len(self.resource_claims):05d}"
+        key = self._claim_key(created)
+        self._claim_write("create", key)
+        if key in self.resource_claims:
+            raise ApiError(409, f'resourceclaims.resource.k8s.io "{meta["name"]}" already exists', "AlreadyExists")
+        meta.setdefault("uid", f"uid-{key}")
+        return self._store_claim(key, created)
+
+    async def delete_resource_claim(self, claim: Mapping[str, Any]) -> None:
+        key = self._claim_key(claim)
+        self._claim_write("delete", key)
+        del self.resource_claims[key]
+
+    async def patch_pod_status_fields(self, pod: Pod, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.pod_status_fields[pod.key] = copy.deepcopy(dict(status))
+        self.writes.append(("status", pod.key))
+        return {**pod.raw, "status": {**(pod.raw.get("status") or {}), **status}}
 
     async def request(self, method: str, path: str) -> Any:
         self.reads.append(path)

@@ -1,7 +1,14 @@
 """ApiClient over aiohttp with raw JSON (no client model classes on the hot path).
 
 Credentials come from the `kubernetes` package's kubeconfig / in-cluster loaders so that
-every auth form they support works here too; requests reuse one connection pool.
+every auth form they support works here too; requests reuse pooled connections.
+
+Binds have a connection pool and a rate limiter of their own (the bind lane): a burst of
+evictions, victim deletions or status patches holds every connection of the general pool for as
+long as the apiserver takes to answer them, and a bind queued behind them added its wait to the
+pod's attempt (PreemptionAsync: 2 s at p50). kube-scheduler's Go client multiplexes every request
+over HTTP/2 and never waits for a connection; kubernetes#135900 is the same lesson about its
+shared rate limiter.
 
 Every failure — an HTTP error, a refused or reset connection, a request that outlives its
 timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. A write fence
@@ -38,6 +45,9 @@ MAX_RETRIES = 10
 MAX_RETRY_AFTER_SECONDS = 10
 # Failure reports (status patches) ride out an apiserver outage this long.
 OUTAGE_RETRY_SECONDS = 30.0
+# Connections of the bind lane: as many as the general pool, so that binds never have fewer than
+# when they shared it (kube-scheduler caps binds in flight nowhere).
+BIND_CONNECTIONS = 64
 
 
 @dataclass
@@ -206,8 +216,18 @@ def _describe(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+class _Lane:
+    """One connection pool (an aiohttp session of its own) and its own optional rate limiter."""
+
+    def __init__(self, max_connections: int, rate_limiter: TokenBucket | None) -> None:
+        self.max_connections = max_connections
+        self.rate_limiter = rate_limiter
+        self.session: aiohttp.ClientSession | None = None
+
+
 class HttpApiClient:
-    """The real ApiClient. One aiohttp session, bounded connection pool, optional rate limit."""
+    """The real ApiClient: aiohttp sessions (the general pool, and the bind lane's), bounded
+    connection pools, optional rate limits."""
 
     def __init__(
         self,
@@ -215,20 +235,21 @@ class HttpApiClient:
         max_connections: int = 64,
         request_timeout: float = REQUEST_TIMEOUT_SECONDS,
         rate_limiter: TokenBucket | None = None,
+        bind_connections: int = BIND_CONNECTIONS,
+        bind_rate_limiter: TokenBucket | None = None,
     ) -> None:
-        self._rate_limiter = rate_limiter
         self._conn = connection
-        self._session: aiohttp.ClientSession | None = None
-        self._max_connections = max_connections
+        self._general = _Lane(max_connections, rate_limiter)
+        self._bind = _Lane(bind_connections, bind_rate_limiter)
         self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
         # Writes are refused while this returns False (set by leader election; None: always allowed).
         self.write_fence: Callable[[], bool] | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=self._conn.ssl_context(), limit=self._max_connections)
-            self._session = aiohttp.ClientSession(connector=connector)
-        return self._session
+    def _get_session(self, lane: _Lane) -> aiohttp.ClientSession:
+        if lane.session is None:
+            connector = aiohttp.TCPConnector(ssl=self._conn.ssl_context(), limit=lane.max_connections)
+            lane.session = aiohttp.ClientSession(connector=connector)
+        return lane.session
 
     async def request(
         self,
@@ -239,6 +260,7 @@ class HttpApiClient:
         *,
         fenced: bool = True,
         max_retries: int = MAX_RETRIES,
+        lane: _Lane | None = None,
     ) -> Any:
         """One request; `fenced=False` only for the lease itself, which must be written to be kept.
 
@@ -247,7 +269,7 @@ class HttpApiClient:
         """
         for attempt in range(max_retries + 1):
             try:
-                return await self._send(method, path, body, content_type, fenced)
+                return await self._send(method, path, body, content_type, fenced, lane or self._general)
             except ApiError as exc:
                 if exc.retry_after is None or attempt == max_retries:
                     raise
@@ -255,7 +277,7 @@ class HttpApiClient:
         raise AssertionError("unreachable")
 
     async def _send(
-        self, method: str, path: str, body: Mapping[str, Any] | None, content_type: str, fenced: bool
+        self, method: str, path: str, body: Mapping[str, Any] | None, content_type: str, fenced: bool, lane: _Lane
     ) -> Any:
         if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
             raise ApiError(0, f"{method} {path}: not the leader; refusing to write", "NotLeader")
@@ -265,13 +287,13 @@ class HttpApiClient:
             headers["Authorization"] = auth
         data = codec.dumps(body) if body is not None else None
         started = time.perf_counter()
-        if self._rate_limiter is not None:
-            await self._rate_limiter.wait()
+        if lane.rate_limiter is not None:
+            await lane.rate_limiter.wait()
             metrics.child(metrics.rest_client_rate_limiter_duration, method, self._conn.host_label).observe(
                 time.perf_counter() - started
             )
         try:
-            async with self._get_session().request(
+            async with self._get_session(lane).request(
                 method, self._conn.host + path, data=data, headers=headers, timeout=self._timeout
             ) as resp:
                 raw = await resp.read()
@@ -305,10 +327,10 @@ class HttpApiClient:
         auth = self._conn.auth_header()
         if auth:
             headers["Authorization"] = auth
-        if self._rate_limiter is not None:
-            await self._rate_limiter.wait()
+        if self._general.rate_limiter is not None:
+            await self._general.rate_limiter.wait()
         try:
-            async with self._get_session().request(
+            async with self._get_session(self._general).request(
                 method,
                 self._conn.host + path,
                 headers=headers,
@@ -332,7 +354,7 @@ class HttpApiClient:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
-        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body)
+        await self.request("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding", body, lane=self._bind)
 
     async def patch_pod_status(
         self,
@@ -412,10 +434,69 @@ class HttpApiClient:
         stored: Mapping[str, Any] = await self.request("PUT", path, pvc)
         return stored
 
+    @staticmethod
+    def _claim_path(namespace: str, name: str = "") -> str:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        return f"{path}/{name}" if name else path
+
+    @staticmethod
+    def _claim_key(claim: Mapping[str, Any]) -> tuple[str, str]:
+        meta = claim.get("metadata") or {}
+        return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+    async def get_resource_claim(self, namespace: str, name: str) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request("GET", self._claim_path(namespace, name))
+        return stored
+
+    async def update_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request("PUT", self._claim_path(*self._claim_key(claim)), claim)
+        return stored
+
+    async def update_resource_claim_status(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        path = self._claim_path(*self._claim_key(claim)) + "/status"
+        stored: Mapping[str, Any] = await self.request("PUT", path, claim)
+        return stored
+
+    async def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        stored: Mapping[str, Any] = await self.request(
+            "PATCH",
+            self._claim_path(namespace, name) + "/status",
+            patch,
+            content_type="application/strategic-merge-patch+json",
+        )
+        return stored
+
+    async def create_resource_claim(self, claim: Mapping[str, Any]) -> Mapping[str, Any]:
+        namespace, _ = self._claim_key(claim)
+        stored: Mapping[str, Any] = await self.request("POST", self._claim_path(namespace), claim)
+        return stored
+
+    async def delete_resource_claim(self, claim: Mapping[str, Any]) -> None:
+        uid = (claim.get("metadata") or {}).get("uid")
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        await self.request("DELETE", self._claim_path(*self._claim_key(claim)), body)
+
+    async def patch_pod_status_fields(self, pod: Pod, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        written: Mapping[str, Any] = await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
+            {"metadata": {"uid": pod.uid}, "status": dict(status)},
+            content_type="application/strategic-merge-patch+json",
+        )
+        return written
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        closed = False
+        for lane in (self._general, self._bind):
+            if lane.session is not None:
+                await lane.session.close()
+                lane.session = None
+                closed = True
+        if closed:
             # aiohttp's graceful shutdown for TLS: let the transports (one may have been cut mid-request
             # by a timeout) finish closing before the loop goes away.
             await asyncio.sleep(0.25)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.features import FeatureGates
 from scheduler.framework.podgroups import PodGroupState, PodGroupStates
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
     CycleState,
@@ -31,6 +31,7 @@ from scheduler.model.podgroups import PodGroup
 
 if TYPE_CHECKING:
     from scheduler.api.client import ApiClient
+    from scheduler.framework.dra import DraManager
 
 
 class SnapshotLister(Protocol):
@@ -132,6 +133,11 @@ class Handle(Protocol):
     @property
     def volumes(self) -> VolumeLister: ...
     @property
+    def dra(self) -> DraManager:
+        """ResourceClaims (with in-flight allocations), ResourceSlices, DeviceClasses, DeviceTaintRules."""
+        ...
+
+    @property
     def client(self) -> ApiClient: ...
     @property
     def feature_gates(self) -> FeatureGates:
@@ -191,10 +197,12 @@ class FilterPlugin(Plugin, Protocol):
 class BatchFilterPlugin(Plugin, Protocol):
     """Optional array form of Filter: the same verdicts for every row of the node table at once."""
 
-    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | None:
-        """A mask over table rows (True = passes), or None when this pod needs the per-node form.
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BoolArray | FilterVerdicts | None:
+        """Verdicts over table rows with their statuses, or a bare mask (True = passes), or None
+        when this pod needs the per-node form.
 
-        Must agree with filter() on every node; reasons still come from filter() on rejected nodes.
+        Must agree with filter() on every node, statuses included. After a bare mask the scheduler
+        asks filter() why each rejected node (that this plugin is first to reject) failed.
         """
         ...
 

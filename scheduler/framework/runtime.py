@@ -23,6 +23,7 @@ import structlog
 
 from scheduler import metrics
 from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import (
     BindPlugin,
     EventSink,
@@ -49,7 +50,7 @@ from scheduler.framework.interface import (
     SnapshotLister,
 )
 from scheduler.framework.podgroups import PodGroupState, PodGroupStates
-from scheduler.framework.table import BoolArray, IntArray, NodeTable
+from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -276,6 +277,7 @@ class FrameworkHandle:
         namespaces: NamespaceLister | None = None,
         workloads: WorkloadStore | None = None,
         volumes: VolumeStore | None = None,
+        dra: DraManager | None = None,
         feature_gates: FeatureGates = DEFAULT_FEATURE_GATES,
         pod_groups: PodGroupStates | None = None,
     ) -> None:
@@ -283,6 +285,7 @@ class FrameworkHandle:
         self._feature_gates = feature_gates
         self._pod_groups = pod_groups if pod_groups is not None else PodGroupStates()
         self._volumes = volumes if volumes is not None else VolumeStore()
+        self._dra = dra if dra is not None else DraManager()
         self._snapshot = snapshot
         self._namespaces: NamespaceLister = namespaces or StaticNamespaces({})
         self._workloads = workloads if workloads is not None else WorkloadStore()
@@ -351,6 +354,10 @@ class FrameworkHandle:
     def pdbs(self) -> PdbStore:
         return self._pdbs
 
+    @property
+    def dra(self) -> DraManager:
+        return self._dra
+
     def framework(self, profile_name: str) -> Framework:
         return self.frameworks[profile_name]
 
@@ -397,10 +404,67 @@ def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_i
         metrics.observe_plugin(state, metrics.FILTER, plugin.name, status, started)
     if status is None or status.code == Code.SUCCESS:
         return None
+    return _named_rejection(plugin.name, status)
+
+
+def _named_rejection(plugin: str, status: Status) -> Status:
+    """A Filter's non-success status as the framework reports it: named, errors in kube's words."""
     if status.is_rejection:
-        return status.with_plugin(plugin.name)
-    message = f'running "{plugin.name}" filter plugin: {status.message}'
-    return Status(Code.ERROR, (message,), status.error or FrameworkError(message), plugin.name)
+        return status.with_plugin(plugin)
+    message = f'running "{plugin}" filter plugin: {status.message}'
+    return Status(Code.ERROR, (message,), status.error or FrameworkError(message), plugin)
+
+
+# One Filter plugin of a batch run, in profile order: its mask (None: it runs per node) and, when
+# its batch form gave them, its verdicts. A plain tuple: a cycle builds one per plugin.
+_FilterStep = tuple[FilterPlugin, BoolArray | None, FilterVerdicts | None]
+
+
+class BatchFilter:
+    """The batch Filter answers for one pod: which rows pass every batch form, which plugins still
+    run per node, and each rejected row's status as kube's per-node loop would record it — the
+    first plugin in profile order that rejects the row, with that plugin's reasons."""
+
+    __slots__ = ("mask", "per_node", "steps")
+
+    def __init__(self, mask: BoolArray, per_node: list[FilterPlugin], steps: list[_FilterStep]) -> None:
+        self.mask = mask
+        self.per_node = per_node
+        self.steps = steps
+
+    def rejections(
+        self, state: CycleState, pod: Pod, infos: Sequence[NodeInfo], rows: Sequence[int]
+    ) -> list[Status | None]:
+        """The statuses of `rows`, which the batch mask rejects (None: no plugin rejects the row,
+        a batch form disagreeing with its per-node form). Plugins without verdicts are asked per
+        node, and only for the rows they are first to reject."""
+        out: list[Status | None] = [None] * len(rows)
+        if not rows:
+            return out
+        pending = np.ones(len(rows), np.bool_)
+        at = np.asarray(rows, np.int64)
+        for plugin, mask, verdicts in self.steps:
+            if mask is None:
+                for i in np.flatnonzero(pending).tolist():
+                    status = _run_filter_plugin(plugin, state, pod, infos[rows[i]])
+                    if status is not None:
+                        out[i] = status
+                        pending[i] = False
+                continue
+            hit = pending & ~mask[at]
+            if not hit.any():
+                continue
+            pending &= ~hit
+            index = np.flatnonzero(hit)
+            explained = verdicts.statuses(at[index]) if verdicts is not None else [None] * len(index)
+            for i, status in zip(index.tolist(), explained, strict=True):
+                if status is None:
+                    out[i] = _run_filter_plugin(plugin, state, pod, infos[rows[i]])
+                else:
+                    out[i] = _named_rejection(plugin.name, status)
+            if not pending.any():
+                break
+        return out
 
 
 def _timed(point: str, profile: str, started: float, status: Status | None) -> None:
@@ -786,10 +850,11 @@ class Framework:
                 if evaluated:
                     metrics.plugin_evaluation.add(plugin.name, metrics.FILTER, self.profile_name, evaluated)
 
-    def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> tuple[BoolArray, list[FilterPlugin]]:
-        """AND of the batch-capable Filter plugins' masks, and the plugins left to run per node (in order)."""
+    def run_filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> BatchFilter:
+        """Every batch-capable Filter plugin's answer for all rows; the others are left per node."""
         mask: BoolArray = np.ones(table.size, np.bool_)
         per_node: list[FilterPlugin] = []
+        steps: list[_FilterStep] = []
         skip = state.skip_filter_plugins
         for plugin in self.filter_plugins:
             if skip and plugin.name in skip:
@@ -799,10 +864,16 @@ class Framework:
             result = batch(state, pod, table) if batch is not None else None
             if result is None:
                 per_node.append(plugin)
+                steps.append((plugin, None, None))
+                continue
+            metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
+            if isinstance(result, FilterVerdicts):
+                mask &= result.passes
+                steps.append((plugin, result.passes, result))
             else:
-                metrics.observe_plugin(state, metrics.FILTER, plugin.name, None, started)
                 mask &= result
-        return mask, per_node
+                steps.append((plugin, result, None))
+        return BatchFilter(mask, per_node, steps)
 
     def run_filter_plugins(
         self, plugins: Sequence[FilterPlugin], state: CycleState, pod: Pod, node_info: NodeInfo

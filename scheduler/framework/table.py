@@ -13,13 +13,64 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.types import NodeInfo
+from scheduler.framework.types import NodeInfo, Status
 from scheduler.model.objects import Node
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 MAX_DERIVED = 4096
+
+# A rejection key of FilterVerdicts: rejected, with the status the plugin's per-node form gives.
+PER_NODE = -1
+
+
+class FilterVerdicts:
+    """A batch Filter's verdicts, and why each rejected row failed, so the scheduler need not ask
+    the per-node form: `passes` per row; `keys_of(rows)` gives rejected rows a key each, any
+    positive key naming one way to fail, described by status_for(key), and PER_NODE leaving the
+    row to the per-node form (rows a plugin does not describe in arrays).
+
+    Reasons are worked out only for the rejected rows the scheduler reaches, when it reaches them:
+    a cycle where every node passes pays for the mask alone. keys_of None: every rejected row
+    fails the one way status_for(1) describes.
+    """
+
+    # A plain class rather than a frozen dataclass: built by several plugins in every cycle, and
+    # a frozen dataclass's construction costs twice as much. Read-only by convention.
+    __slots__ = ("keys_of", "passes", "status_for")
+
+    def __init__(
+        self, passes: BoolArray, keys_of: Callable[[IntArray], IntArray] | None, status_for: Callable[[int], Status]
+    ) -> None:
+        self.passes = passes
+        self.keys_of = keys_of
+        self.status_for = status_for
+
+    @classmethod
+    def from_mask(cls, mask: BoolArray, status: Status) -> FilterVerdicts:
+        """One reason for every rejected row."""
+        return cls(mask, None, lambda _key: status)
+
+    @classmethod
+    def from_keys(cls, keys: IntArray, status_for: Callable[[int], Status]) -> FilterVerdicts:
+        """Keys already worked out for every row (0 passes)."""
+        passes: BoolArray = keys == 0
+        return cls(passes, keys.__getitem__, status_for)
+
+    def statuses(self, rows: IntArray) -> list[Status | None]:
+        """The statuses of these rejected rows (None: PER_NODE), one status per distinct key
+        however many rows share it."""
+        if self.keys_of is None:
+            return [self.status_for(1)] * len(rows)
+        described: dict[int, Status | None] = {PER_NODE: None}
+        out: list[Status | None] = []
+        for key in self.keys_of(rows).tolist():
+            if key not in described:
+                described[key] = self.status_for(key)
+            out.append(described[key])
+        return out
+
 
 _RESOURCE_COLUMNS = (
     "alloc_cpu",
@@ -130,6 +181,19 @@ class NodeTable:
         values = np.fromiter((value(node) if node is not None else 0 for node in self._nodes), np.int64, self.size)
         self._remember(cache_key, values)
         return values
+
+    def node_verdicts(
+        self, key: Hashable, rejection: Callable[[Node], int], status_for: Callable[[int], Status]
+    ) -> FilterVerdicts:
+        """FilterVerdicts.from_keys over rejection(node) for every row (0 for a missing node),
+        cached like node_mask (mask included: pods alike share it)."""
+        cache_key = ("verdicts", key)
+        cached = self._derived.get(cache_key)
+        if cached is not None:
+            return cached  # type: ignore[return-value]
+        verdicts = FilterVerdicts.from_keys(self.node_values(key, rejection), status_for)
+        self._remember(cache_key, verdicts)
+        return verdicts
 
     def label_codes(self, key: str) -> tuple[IntArray, Mapping[str, int]]:
         """A topology column: per row a code for the node's value of label `key` (-1 when the node

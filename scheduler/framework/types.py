@@ -217,6 +217,9 @@ class EventResource(enum.StrEnum):
     CSI_DRIVER = "storage.k8s.io/CSIDriver"
     CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     VOLUME_ATTACHMENT = "storage.k8s.io/VolumeAttachment"
+    RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
+    RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+    DEVICE_CLASS = "resource.k8s.io/DeviceClass"
     POD_GROUP = "scheduling.k8s.io/PodGroup"
     # A custom resource is named <plural>.<version>.<group> (kube's convention for out-of-tree
     # plugins' events): scheduler-plugins' PodGroup, which Coscheduling registers for.

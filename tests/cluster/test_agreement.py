@@ -5,7 +5,10 @@ One run of the harness (harness/agreement/: one control plane per scheduler, bot
 schedulers side by side) serves every test here; each scenario is a test of its own that fails
 with the per-pod diff: verdict (bound / unschedulable / gated), the FailedScheduling message
 without kube-scheduler's PostFilter part, whether our node is among kube-scheduler's top-scored
-nodes by its own log, and whether each chosen node is in our replayed top-score set.
+nodes by its own log, whether each chosen node is in our replayed top-score set, in DRA scenarios
+(tests/agreement/scenarios/dra-*.yaml, kube-controller-manager's resourceclaim controller running)
+claim by claim the devices allocated and reservedFor, and whether kube-scheduler did what the
+scenario's `expect:` says.
 `make agreement` runs the same files with 300 generated (the committed tests/agreement/RESULTS.md);
 `python -m harness.agreement` prints the table.
 """
@@ -50,7 +53,7 @@ def test_kube_scheduler_scores_were_read(report: AgreementReport) -> None:
 
 def test_scenarios_cover_every_default_plugin() -> None:
     """Every plugin of the default profile that we ship is what some scenario is about."""
-    ours = {module.NAME for module in IN_TREE if not getattr(module, "STAND_IN", False)}
+    ours = {module.NAME for module in IN_TREE}
     covered = {plugin for scenario in SCENARIOS for plugin in scenario.plugins}
     expected = {name for name, _ in DEFAULT_MULTI_POINT if name in ours}
     assert expected <= covered, f"no scenario covers {sorted(expected - covered)}"

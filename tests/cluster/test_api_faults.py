@@ -19,6 +19,7 @@ from scheduler.api.client import ApiError
 from scheduler.api.http import HttpApiClient, load_connection
 from scheduler.api.leaderelection import LeaseElector
 from scheduler.api.watch import Reflector
+from scheduler.model.objects import Pod
 
 pytestmark = pytest.mark.cluster
 
@@ -165,4 +166,40 @@ async def test_429_with_retry_after_is_retried_and_a_bare_500_is_not(proxy: Faul
             await client.request("GET", "/api/v1/namespaces/default")
         assert raised.value.status == 500
     finally:
+        await client.close()
+
+
+async def test_a_bind_never_waits_behind_slow_evictions(
+    proxy: FaultProxy, tmp_path: Path, core: Any, namespace: str
+) -> None:
+    """Evictions the apiserver is slow to answer hold every connection of the general pool; a bind
+    issued meanwhile goes through the bind lane at once (PreemptionAsync's binds behind victims)."""
+    connection = load_connection(str(proxy.kubeconfig(tmp_path / "proxy.kubeconfig")))
+    client = HttpApiClient(connection, max_connections=4)
+    core.create_namespaced_pod(namespace, api_pod("bound", "nobody"))
+    created = core.read_namespaced_pod("bound", namespace)
+    pod = Pod.from_raw({"metadata": {"name": "bound", "namespace": namespace, "uid": created.metadata.uid}})
+
+    def is_eviction(method: str, path: str) -> bool:
+        return path.endswith("/eviction")
+
+    proxy.slow(4.0, count=4, matcher=is_eviction)
+    victims = [
+        Pod.from_raw({"metadata": {"name": f"victim-{i}", "namespace": namespace, "uid": f"v{i}"}}) for i in range(4)
+    ]
+    evictions = [asyncio.create_task(client.evict_pod(victim)) for victim in victims]
+    try:
+        await _until(lambda: len(proxy.delayed_now) == 4, 10, "the evictions to hold every general connection")
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await client.bind(pod, "some-node")
+        assert loop.time() - began < 2.0  # the evictions hold their connections 4 s
+        assert core.read_namespaced_pod("bound", namespace).spec.node_name == "some-node"
+        assert not any(task.done() for task in evictions)
+        for outcome in await asyncio.gather(*evictions, return_exceptions=True):
+            assert isinstance(outcome, ApiError) and outcome.not_found
+    finally:
+        for task in evictions:
+            task.cancel()
+        await asyncio.gather(*evictions, return_exceptions=True)
         await client.close()

@@ -16,7 +16,7 @@ import pytest
 
 from harness.bench.rawapi import RawApi
 from harness.bench.runner import main
-from harness.bench.schedulers import SCHEDULERS
+from harness.bench.schedulers import DEFAULT_SETUP, SCHEDULERS
 from harness.bench.upstream import select, upstream_workloads
 from harness.bench.upstream_run import APISERVER_ARGS, Executor
 from harness.bench.upstream_run import main as upstream_main
@@ -85,7 +85,7 @@ def test_upstream_volume_workload_creates_upstreams_pre_bound_volumes_and_csinod
     ours = next(kind for kind in SCHEDULERS if kind.key == "ours")
     with (
         ControlPlane(kwok=False, apiserver_args=APISERVER_ARGS) as plane,
-        ours.start(plane, ours.scheduler_name) as running,
+        ours.start(plane, ours.scheduler_name, DEFAULT_SETUP) as running,
     ):
 
         async def go() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from kubernetes import client as k8s_client
 from harness import chart
 from harness.controlplane import ControlPlane
 from harness.workload import api_pod, pod_events, running_scheduler, scheduled_condition, wait_for
-from tests.cluster.conftest import NodeFactory
+from tests.cluster.conftest import NodeFactory, apply_example, job_controller, run_explain
 
 pytestmark = pytest.mark.cluster
 
@@ -226,3 +226,53 @@ def test_a_permit_timeout_releases_what_the_waiting_members_hold(
     )
     assert set(bound(core, namespace)) == {"filler"}
     assert failed_scheduling(core, namespace, "stuck-2")
+
+
+def test_coscheduling_example_is_explained_then_binds_whole(
+    control_plane: ControlPlane,
+    core: Any,
+    namespace: str,
+    nodes: NodeFactory,
+    scheduler_name: str,
+    tmp_path: Path,
+    podgroup_crd: None,
+) -> None:
+    """deploy/examples/gang-coscheduling.yaml as the README shows it: the apiserver takes the PodGroup
+    and the Job; with room for three of the Job controller's four pods, `explain` names the member
+    that blocks the group and why; with a fourth node the scheduler binds all four.
+
+    `explain` runs before the scheduler starts: once members have been rejected at Permit they wait,
+    as under scheduler-plugins, for a Pod or PodGroup event (or the 5-minute flush), not for a node."""
+    for i in range(3):
+        nodes(f"{scheduler_name}-{i}", cpu="1")
+    config = config_file(tmp_path, scheduler_name)
+    with job_controller(control_plane):
+        apply_example(control_plane, "gang-coscheduling.yaml", namespace, scheduler_name)
+        pods = wait_for(
+            lambda: (
+                len(names := sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items)) == 4 and names
+            ),
+            timeout=60,
+            what="the Job's four pods",
+        )
+        text = run_explain(
+            control_plane, namespace, pods[0], "--scheduler-name", scheduler_name, "--config", str(config)
+        )
+        lines = text.splitlines()
+        assert f"group {namespace}/training (scheduling.x-k8s.io/v1alpha1 PodGroup): minMember 4" in lines
+        assert "members: 4 exist, 0 bound, 3 would be assumed, 0 gated" in lines
+        held = [line for line in lines if line.startswith(f"  {namespace}/training-")]
+        assert held == [f"  {namespace}/{pods[-1]}: 0/3 nodes are available: 3 Insufficient cpu."], text
+        assert (
+            "group verdict: minMember 4 not reached: 0 bound + 3 would be assumed; "
+            "the placed members would wait at Permit, then be rejected together"
+        ) in lines
+
+        nodes(f"{scheduler_name}-3", cpu="1")
+        with running_scheduler(control_plane, scheduler_name, config=config):
+            placed = wait_for(
+                lambda: len(bound(core, namespace)) == 4 and bound(core, namespace),
+                timeout=60,
+                what="the Job bound whole",
+            )
+        assert len(set(placed.values())) == 4

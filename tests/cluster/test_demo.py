@@ -1,7 +1,7 @@
-"""`make demo` as a newcomer's first run has it: from a control-plane cache that holds etcd,
-kube-apiserver and kwok and nothing else, with no Go toolchain to build anything more. A demo that
-asked for more (kube-scheduler, kubectl, helm, ...) would cost a fresh clone minutes of Go builds;
-here it fails at once instead.
+"""`make demo` as a newcomer's first run has it (the gang's story included: waits whole, binds whole):
+from a control-plane cache that holds etcd, kube-apiserver and kwok and nothing else, with no Go
+toolchain to build anything more. A demo that asked for more (kube-scheduler, kubectl, helm, ...)
+would cost a fresh clone minutes of Go builds; here it fails at once instead.
 """
 
 from __future__ import annotations
@@ -41,6 +41,16 @@ def test_demo_runs_from_etcd_apiserver_and_kwok_alone(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "cleaned up; demo took" in proc.stdout
+    # The gang waits whole (kube's PodGroup condition, explain naming the blocking member), then binds whole.
+    lines = proc.stdout.splitlines()
+    assert (
+        "gang training (PodGroup, minCount 4): 0/4 bound, waiting whole -- Unschedulable: minCount (4) cannot be "
+        "satisfied: 2 scheduled, 1 remaining, pod group preemption: No preemption victims found for incoming preemptor"
+    ) in lines
+    assert "  members: 4 exist, 0 bound, 2 would be assumed, 0 gated" in lines
+    assert any(line.startswith("    demo/training-2: 0/20 nodes are available: 1 Insufficient cpu") for line in lines)
+    assert any(line.startswith("gang training bound whole in ") for line in lines), proc.stdout[-3000:]
+    assert "pod group training: 4/4 members bound, PodGroupInitiallyScheduled=True (Scheduled)" in lines
     assert sorted(p.name for p in bin_dir.iterdir() if not p.name.startswith(".")) == sorted(files)
 
 

@@ -20,6 +20,7 @@ from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
 from harness.workload import make_node, running_scheduler, wait_for
+from tests.cluster.conftest import apply_example, job_controller, run_explain
 from tests.conftest import api_client
 
 pytestmark = pytest.mark.cluster
@@ -214,6 +215,47 @@ def test_gate_on_against_an_apiserver_without_pod_groups_is_one_line(control_pla
         "serve scheduling.k8s.io/v1beta1 podgroups (start it with --feature-gates=GenericWorkload=true "
         "--runtime-config=scheduling.k8s.io/v1beta1=true)"
     )
+
+
+def test_upstream_example_waits_whole_explains_then_binds_whole(
+    gang_plane: ControlPlane, gang_core: Any, gang_namespace: str
+) -> None:
+    """deploy/examples/gang-upstream.yaml as the README shows it: the apiserver takes the PodGroup and
+    the Job; the Job controller's four pods wait whole on three 1-CPU nodes, `explain` names the
+    member that blocks the group and why, a fourth node binds all four."""
+    namespace, core = gang_namespace, gang_core
+    scheduler = f"sched-{uuid.uuid4().hex[:8]}"
+    for node in ("n1", "n2", "n3"):
+        make_node(core, f"{namespace}-{node}", cpu="1", memory="4Gi")
+    with job_controller(gang_plane), running_scheduler(gang_plane, scheduler, extra_args=(GATE,)):
+        apply_example(gang_plane, "gang-upstream.yaml", namespace, scheduler)
+        condition = wait_for(
+            lambda: pod_group_condition(gang_plane, namespace, "training"),
+            timeout=60,
+            what="PodGroupInitiallyScheduled on the example's PodGroup",
+        )
+        group_message = (
+            "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor"
+        )
+        assert (condition["status"], condition["message"]) == ("False", group_message)
+        assert bound(core, namespace) == {}
+        pods = sorted(p.metadata.name for p in core.list_namespaced_pod(namespace).items)
+        assert len(pods) == 4
+
+        text = run_explain(gang_plane, namespace, pods[0], "--scheduler-name", scheduler, GATE)
+        lines = text.splitlines()
+        assert f"group {namespace}/training (scheduling.k8s.io/v1beta1 PodGroup): minCount 4" in lines
+        assert "members: 4 exist, 0 bound, 3 would be assumed, 0 gated" in lines
+        held = [line for line in lines if line.startswith(f"  {namespace}/training-")]
+        assert held == [f"  {namespace}/{pods[-1]}: 0/3 nodes are available: 3 Insufficient cpu."], text
+        assert f"group verdict: {group_message}" in lines
+
+        make_node(core, f"{namespace}-n4", cpu="1", memory="4Gi")
+        placed = wait_for(
+            lambda: len(bound(core, namespace)) == 4 and bound(core, namespace), timeout=60, what="the Job bound whole"
+        )
+        assert len(set(placed.values())) == 4
 
 
 def test_gang_preempts_lower_priority_pods_and_disruption_mode_all_takes_the_whole_group(

@@ -47,6 +47,16 @@ KEPT: Mapping[tuple[str, str, str], str] = {
     "(provisioning); exercised by tests/cluster/test_volumes.py",
     ("events.k8s.io", "events", "patch"): "the events.k8s.io/v1 recorder updates an Event's series by PATCH "
     "(the second identical event of an object; the workload writes each event once)",
+    ("resource.k8s.io", "resourceclaims", "get"): "DynamicResources re-reads a claim after a write conflict and "
+    "before deleting a stale extended-resource claim (tests/unit/plugins/test_dynamicresources.py)",
+    ("resource.k8s.io", "resourceclaims", "delete"): "DynamicResources deletes the extended-resource claim of a pod "
+    "whose binding failed (Unreserve) or that fits no node any more (PostFilter)",
+    ("resource.k8s.io", "resourceclaims/status", "patch"): "DynamicResources' Unreserve removes the pod from a "
+    "claim's reservedFor after a failed binding cycle",
+    ("resource.k8s.io", "resourceclaims/binding", "update"): "the apiserver authorizes a status update that changes "
+    "status.allocation or status.reservedFor against this synthetic subresource (no request names it; without it "
+    "PreBind's status update is refused: 422 ... requires resource=resourceclaims/binding)",
+    ("resource.k8s.io", "resourceclaims/binding", "patch"): "as update, for Unreserve's status patch of reservedFor",
 }
 
 AUDIT_POLICY = {
@@ -203,6 +213,7 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
                 timeout=90,
                 what="the preemptor bound after evicting a victim",
             )
+            _dra_workload(plane, core)
             # /metrics: the admin's token is reviewed and allowed; no token is anonymous and forbidden.
             status, body = https_get(f"{base}/metrics", plane.token)
             assert status == 200 and "scheduler_schedule_attempts_total" in body
@@ -250,6 +261,68 @@ def test_chart_rbac_is_sufficient_and_minimal(audited_plane: ControlPlane, tmp_p
                     if not any(_covers(where, one, e) for e in resource_events) and (group, resource, verb) not in KEPT:
                         unused.append((where, group, resource, verb))
     assert not unused, f"granted but never used (drop them or say in KEPT why they stay): {unused}"
+
+
+def _dra_workload(plane: ControlPlane, core: Any) -> None:
+    """DynamicResources' reads and writes: a DeviceClass backing an extended resource, a slice of two
+    devices, a pod with a claim (finalizer update, status update) and a pod asking for the extended
+    resource (its claim created, the pod's status patched)."""
+    api = "/apis/resource.k8s.io/v1"
+    driver = "rbac.example.com"
+    for path, body in (
+        (
+            f"{api}/deviceclasses",
+            {
+                "metadata": {"name": "rbac-gpu"},
+                "spec": {
+                    "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}],
+                    "extendedResourceName": "example.com/rbac-gpu",
+                },
+            },
+        ),
+        (
+            f"{api}/resourceslices",
+            {
+                "metadata": {"name": "rbac-n0-gpus"},
+                "spec": {
+                    "driver": driver,
+                    "nodeName": "rbac-n0",
+                    "pool": {"name": "rbac-n0", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
+                },
+            },
+        ),
+        (
+            f"{api}/namespaces/default/resourceclaims",
+            {
+                "metadata": {"name": "rbac-claim"},
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "gpu", "exactly": {"deviceClassName": "rbac-gpu", "allocationMode": "ExactCount"}}
+                        ]
+                    }
+                },
+            },
+        ),
+    ):
+        status, raw = plane.http_request("POST", path, body)
+        assert status == 201, raw
+    container = {"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "10m"}}}
+    gpu = {"example.com/rbac-gpu": "1"}
+    extended = {**container, "resources": {"requests": {"cpu": "10m", **gpu}, "limits": gpu}}
+    for name, spec in (
+        ("dra", {"containers": [container], "resourceClaims": [{"name": "gpu", "resourceClaimName": "rbac-claim"}]}),
+        ("dra-extended", {"containers": [extended]}),
+    ):
+        body = {"metadata": {"name": name}, "spec": {"schedulerName": SCHEDULER_NAME, **spec}}
+        status, raw = plane.http_request("POST", "/api/v1/namespaces/default/pods", body)
+        assert status == 201, raw
+    wait_for(
+        lambda: all(core.read_namespaced_pod(name, "default").spec.node_name for name in ("dra", "dra-extended")),
+        timeout=60,
+        what="the DRA pods bound",
+    )
 
 
 def test_missing_rbac_at_start_is_one_line_naming_the_verb_and_resource(

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import SchedulerConfig, default_config, parse_config
-from scheduler.framework.types import CycleState, Diagnosis
+from scheduler.framework.table import FilterVerdicts
+from scheduler.framework.types import CycleState, Diagnosis, FitError, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
@@ -193,6 +194,41 @@ def scheduler_config(draw: Any) -> SchedulerConfig:
     return parse_config(raw)
 
 
+Described = tuple[Any, tuple[str, ...], str] | bool | None
+
+
+def described(status: Status | None, plugin: str) -> Described:
+    """A Filter status as compared between the forms: code, reasons and the plugin named."""
+    return None if status is None else (status.code, status.reasons, status.plugin or plugin)
+
+
+def agrees(result: Any, expected: list[Status | None], plugin: str) -> bool:
+    """A batch Filter's answer against the per-node statuses: its verdicts' statuses, or only
+    rejected or not for a bare mask and for rows it defers to the per-node form."""
+    if not isinstance(result, FilterVerdicts):
+        return bool(result.tolist() == [s is None for s in expected])
+    explained = iter(result.statuses(np.flatnonzero(~result.passes)))
+    got = [
+        None if ok else False if (status := next(explained)) is None else described(status, "")
+        for ok in result.passes.tolist()
+    ]
+    want = [False if g is False and s else described(s, plugin) for g, s in zip(got, expected, strict=True)]
+    return got == want
+
+
+def diagnosed(feasible: list[Any], diagnosis: Diagnosis, pod: Pod, sched: Scheduler) -> tuple[Any, ...]:
+    """What a cycle's Filter leaves behind for PostFilter and the FailedScheduling message: the
+    feasible nodes, every recorded status in the order recorded, the plugins, the message."""
+    return (
+        [n.name for n in feasible],
+        [(k, v.code, v.reasons, v.plugin) for k, v in diagnosis.node_to_status.items()],
+        sorted(diagnosis.unschedulable_plugins),
+        sorted(diagnosis.pending_plugins),
+        str(FitError(pod, len(sched.snapshot), diagnosis)),
+        sched.next_start_node_index,
+    )
+
+
 def load(
     nodes: list[dict[str, Any]], existing: list[dict[str, Any]], config: SchedulerConfig | None = None
 ) -> Scheduler:
@@ -226,11 +262,11 @@ def test_batch_forms_agree_with_per_node_forms(
                 batch = getattr(plugin, "filter_batch", None)
                 if plugin.name in state.skip_filter_plugins or batch is None:
                     continue
-                mask = batch(state, pod, table)
-                if mask is None:
+                result = batch(state, pod, table)
+                if result is None:
                     continue
-                expected = [plugin.filter(state, pod, info) is None for info in infos]
-                assert mask.tolist() == expected, plugin.name
+                expected = [plugin.filter(state, pod, info) for info in infos]
+                assert agrees(result, expected, plugin.name), plugin.name
         if fw.run_pre_score(state, pod, infos) is not None:
             continue
         for scorer in fw.score_plugins:
@@ -290,13 +326,7 @@ def test_batch_filtering_path_matches_reference_path(
                 feasible, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
             else:
                 feasible, diagnosis = sched._find_per_node(fw, state, pod, sched.snapshot.list(), Diagnosis())
-            results.append(
-                (
-                    [n.name for n in feasible],
-                    {k: (v.code, v.reasons, v.plugin) for k, v in diagnosis.node_to_status.items()},
-                    sched.next_start_node_index,
-                )
-            )
+            results.append(diagnosed(feasible, diagnosis, pod, sched))
         if len(results) == 2:
             assert results[0] == results[1]
 
@@ -492,8 +522,9 @@ def test_inter_pod_affinity_fast_path_agrees_with_reference(
             verdicts = [fast.filter(got, pod, info) for info in infos]
             expected = [reference.filter(want, pod, info) for info in infos]
             assert [v and (v.code, v.reasons) for v in verdicts] == [v and (v.code, v.reasons) for v in expected]
-            mask = fast.filter_batch(got, pod, table)
-            assert mask is not None and mask.tolist() == [v is None for v in expected]
+            batch = fast.filter_batch(got, pod, table)
+            assert batch is not None
+            assert agrees(batch, expected, fast.name)
         status = fast.pre_score(got, pod, infos)
         ref_status = reference.pre_score(want, pod, infos)
         assert (status and status.code) == (ref_status and ref_status.code)
@@ -515,7 +546,133 @@ def test_inter_pod_affinity_fast_path_agrees_with_reference(
                 feasible, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
             else:
                 feasible, diagnosis = sched._find_per_node(fw, state, pod, infos, Diagnosis())
-            statuses = {k: (v.code, v.reasons, v.plugin) for k, v in diagnosis.node_to_status.items()}
-            results.append(([n.name for n in feasible], statuses, sched.next_start_node_index))
+            results.append(diagnosed(feasible, diagnosis, pod, sched))
         if len(results) == 2:
             assert results[0] == results[1]
+
+
+def test_batch_path_records_each_nodes_first_rejecting_plugin_without_per_node_filters() -> None:
+    """Nodes rejected by several plugins get the first one's status in profile order, with all of
+    its reasons, straight from the batch verdicts: the migrated plugins' per-node Filter never runs."""
+
+    def make(i: int, cpu: str, pods: str = "110", **spec: Any) -> dict[str, Any]:
+        zone = "b" if i == 3 else "a"
+        labels = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": zone}
+        return {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": labels},
+            "spec": spec,
+            "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": pods}},
+        }
+
+    taint = [TAINTS[0]]
+    nodes = [
+        make(0, "500m", unschedulable=True, taints=taint),  # NodeUnschedulable, TaintToleration, NodeResourcesFit
+        make(1, "500m", taints=taint),  # TaintToleration, NodeResourcesFit
+        make(2, "500m", pods="0"),  # NodeResourcesFit: three reasons, unresolvable
+        make(3, "500m"),  # NodeAffinity, NodeResourcesFit
+        make(4, "2"),  # NodeResourcesFit: the existing pod leaves too little cpu
+        make(5, "4"),
+    ]
+    existing = {
+        "metadata": {"name": "e0", "namespace": "default", "uid": "e0"},
+        "spec": {"nodeName": "n4", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]},
+    }
+    sched = load(nodes, [existing])
+    fw = sched.frameworks[NAME]
+    raw = {
+        "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+        "spec": {
+            "schedulerName": NAME,
+            "nodeSelector": {"topology.kubernetes.io/zone": "a"},
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}],
+        },
+    }
+    pod = Pod.from_raw(raw)
+    results = []
+    for path in ("reference", "batch"):
+        if path == "batch":
+            for plugin in fw.filter_plugins:
+                if plugin.name in MIGRATED:
+                    plugin.filter = _not_called  # type: ignore[method-assign,assignment]
+        sched.next_start_node_index = 0
+        state = CycleState()
+        _, status, _ = fw.run_pre_filter(state, pod, sched.snapshot.list())
+        assert status is None
+        if path == "batch":
+            feasible, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
+        else:
+            feasible, diagnosis = sched._find_per_node(fw, state, pod, sched.snapshot.list(), Diagnosis())
+        results.append(diagnosed(feasible, diagnosis, pod, sched))
+    assert results[0] == results[1]
+    recorded = {name: (plugin, reasons) for name, _, reasons, plugin in results[1][1]}
+    assert recorded == {
+        "n0": ("NodeUnschedulable", ("node(s) were unschedulable",)),
+        "n1": ("TaintToleration", ("node(s) had untolerated taint(s)",)),
+        "n2": ("NodeResourcesFit", ("Too many pods", "Insufficient cpu", "Insufficient memory")),
+        "n3": ("NodeAffinity", ("node(s) didn't match Pod's node affinity/selector",)),
+        "n4": ("NodeResourcesFit", ("Insufficient cpu", "Insufficient memory")),
+        "n5": ("NodeResourcesFit", ("Insufficient memory",)),
+    }
+
+
+MIGRATED = {"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "InterPodAffinity"}
+
+
+def _not_called(*args: Any) -> None:
+    raise AssertionError("a per-node Filter ran for a node its batch verdicts already explained")
+
+
+def test_batch_path_works_out_reasons_only_for_the_rejected_rows_it_reaches() -> None:
+    """The common cycle, every node feasible, pays for the masks alone: no batch form is asked
+    why a row failed. With rejections, each plugin is asked once, about the rows it is first to
+    reject among those the round-robin order reached."""
+    nodes = [
+        {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": {}},
+            "spec": {"taints": [TAINTS[0]] if i in (1, 2) else []},
+            "status": {"allocatable": {"cpu": "1" if i in (2, 3) else "4", "memory": "4Gi", "pods": "110"}},
+        }
+        for i in range(6)
+    ]
+    sched = load(nodes, [])
+    fw = sched.frameworks[NAME]
+    asked: list[tuple[str, list[int]]] = []
+    for plugin in fw.filter_plugins:
+        batch = getattr(plugin, "filter_batch", None)
+        if batch is None:
+            continue
+
+        def recording(state: CycleState, pod: Pod, table: Any, batch: Any = batch, name: str = plugin.name) -> Any:
+            result = batch(state, pod, table)
+            if isinstance(result, FilterVerdicts) and result.keys_of is not None:
+                keys_of = result.keys_of
+
+                def keys(rows: Any) -> Any:
+                    asked.append((name, rows.tolist()))
+                    return keys_of(rows)
+
+                result.keys_of = keys
+            return result
+
+        plugin.filter_batch = recording  # type: ignore[attr-defined]
+
+    def find(cpu: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+        raw = {
+            "metadata": {"name": f"p{cpu}", "namespace": "default", "uid": f"p{cpu}"},
+            "spec": {"schedulerName": NAME, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        }
+        pod = Pod.from_raw(raw)
+        sched.next_start_node_index = 0
+        state = CycleState()
+        assert fw.run_pre_filter(state, Pod.from_raw(raw), sched.snapshot.list())[1] is None
+        _, diagnosis = sched._find_batch(fw, state, pod, Diagnosis())
+        return {k: (v.plugin, v.reasons) for k, v in diagnosis.node_to_status.items()}
+
+    # n1 and n2 carry a taint no pod tolerates: TaintToleration's one reason needs no keys.
+    assert find("100m") == {n: ("TaintToleration", ("node(s) had untolerated taint(s)",)) for n in ("n1", "n2")}
+    assert asked == []
+    sched.cache.update_snapshot(sched.snapshot)
+    rejected = find("2")
+    assert rejected["n3"] == ("NodeResourcesFit", ("Insufficient cpu",))
+    # n2 lacks cpu too, but TaintToleration rejects it first: NodeResourcesFit is asked about n3 only.
+    assert asked == [("NodeResourcesFit", [3])]

@@ -132,3 +132,14 @@ def test_list_of_an_operators_folder_runs_nothing(tmp_path: Path, capsys: pytest
     )
     assert main(["--config-dir", str(tmp_path), "--list"]) == 0
     assert "run  Only/w" in capsys.readouterr().out
+
+
+def test_the_documented_example_folder_loads_and_renders() -> None:
+    folder = Path(__file__).resolve().parents[2] / "harness" / "bench" / "examples" / "gpu-shape"
+    workloads = {w.key: w for w in user_workloads(folder)}
+    assert sorted(workloads) == ["MyGpuShape/20Nodes_40Pods", "MyGpuShape/500Nodes_2000Pods"]
+    small = workloads["MyGpuShape/20Nodes_40Pods"]
+    assert skip_reason(small, OURS) is None
+    executor = Executor(None, small, SCHEDULERS[0], None, 1.0, 10.0)  # type: ignore[arg-type]
+    pods = executor.objects("pod-with-zone-spread.yaml", 5)
+    assert [p["metadata"]["labels"]["app"] for p in pods] == ["app-0", "app-1", "app-2", "app-3", "app-0"]

@@ -70,7 +70,10 @@ def test_unreachable_apiserver_at_start(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     code, line = _run(f"--kubeconfig={_kubeconfig(tmp_path, f'https://127.0.0.1:{port}')}")
     assert code == 1
-    assert line.startswith("secondary-scheduler: cannot start: 0: GET /api/v1/namespaces: Cannot connect to host"), line
+    # The first request at start is the discovery of resource.k8s.io/v1 (which DRA kinds are served).
+    assert line.startswith(
+        "secondary-scheduler: cannot start: 0: GET /apis/resource.k8s.io/v1: Cannot connect to host"
+    ), line
 
 
 def test_configuration_is_validated_before_anything_connects(tmp_path: Path) -> None:

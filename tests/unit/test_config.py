@@ -32,8 +32,8 @@ def test_defaults_match_kube_scheduler() -> None:
     fw = build_profiles(config, in_tree_registry(), FrameworkHandle(FakeApiClient(), Snapshot()))["secondary-scheduler"]
     names = fw.plugin_names()
     assert names["queueSort"] == ["PrioritySort"]
-    assert names["preEnqueue"] == ["SchedulingGates", "DefaultPreemption"]
-    assert names["postFilter"] == ["DefaultPreemption"]
+    assert names["preEnqueue"] == ["SchedulingGates", "DynamicResources", "DefaultPreemption"]
+    assert names["postFilter"] == ["DynamicResources", "DefaultPreemption"]
     assert "NodeResourcesFit" in names["filter"]
     assert names["bind"] == ["DefaultBinder"]
     assert fw.score_weights["NodeResourcesFit"] == 1

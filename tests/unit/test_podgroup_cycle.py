@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import structlog
 
+from harness.workload import registry_value
+from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -245,12 +247,18 @@ async def test_pod_group_post_filter_preempts_and_nominates_the_members() -> Non
     informers.on_pod_group("ADDED", group)
     informers.on_pod("ADDED", raw_member("g1", priority=10, cpu="400m"))
     informers.on_pod("ADDED", raw_member("g2", priority=10, cpu="400m"))
+    waiting = registry_value(
+        metrics.REGISTRY, "scheduler_podgroup_schedule_attempts_total", result="waiting_on_preemption"
+    )
     assert await schedule_next(sched)
     assert client.bindings == {}
     assert pod_group_condition(client)["message"] == (
         "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining, "
         "pod group preemption: found a placement for podgroup, preempting 1 victims"
     )
+    # kube's PodGroupWaitingOnPreemption result, not "unschedulable".
+    result = "waiting_on_preemption"
+    assert registry_value(metrics.REGISTRY, "scheduler_podgroup_schedule_attempts_total", result=result) == waiting + 1
     assert client.evicted == ["ns/low"]
     # Both members wait for the victim with their nominated node (kube's waitingOnPreemption).
     assert {uid: sched.nominator.nominated_node(uid) for uid in ("uid-g1", "uid-g2")} == {
@@ -302,9 +310,15 @@ async def test_topology_constrained_gang_lands_in_one_domain_that_fits_it() -> N
     informers.on_pod_group("ADDED", zoned_group("gang", 3))
     for name in ("g1", "g2", "g3"):
         informers.on_pod("ADDED", raw_member(name))
+    generated = _metric("scheduler_generated_placements_total", profile=NAME)
+    evaluated = {r: _metric("scheduler_placement_evaluations_total", result=r) for r in ("feasible", "infeasible")}
     assert await schedule_next(sched)
     assert sorted(client.bindings) == ["ns/g1", "ns/g2", "ns/g3"]
     assert set(client.bindings.values()) <= {"b1", "b2"}
+    # kube's placement families: two zones generated, zone a infeasible, zone b feasible.
+    assert _metric("scheduler_generated_placements_total", profile=NAME) - generated == 2
+    for result in ("feasible", "infeasible"):
+        assert _metric("scheduler_placement_evaluations_total", result=result) - evaluated[result] == 1
 
 
 async def test_topology_constrained_gang_that_fits_no_domain_reports_the_first_placement() -> None:
@@ -428,3 +442,38 @@ async def test_scheduled_condition_that_was_not_written_does_not_hold_back_a_lat
     assert "ns/g" not in client.pod_group_conditions
     assert await schedule_next(sched)
     assert pod_group_condition(client, "g")["status"] == "False"
+
+
+def _metric(name: str, **labels: str) -> float:
+    return registry_value(metrics.REGISTRY, name, **labels)
+
+
+async def test_pod_group_attempts_are_kubes_podgroup_families() -> None:
+    """kube's scheduler_podgroup_* families count group cycles by result and time the algorithm;
+    the pod families' algorithm histogram is the pod cycle's alone (as upstream)."""
+    sched, informers, _ = setup()
+    for node in ("n1", "n2"):
+        informers.on_node("ADDED", raw_node(node))
+    informers.on_pod_group("ADDED", raw_pod_group())
+    for name in ("g1", "g2", "g3"):
+        informers.on_pod("ADDED", raw_member(name))
+    profile = {"profile": NAME}
+    before = {
+        result: _metric("scheduler_podgroup_schedule_attempts_total", result=result, **profile)
+        for result in ("scheduled", "unschedulable")
+    }
+    algorithm = _metric("scheduler_podgroup_scheduling_algorithm_duration_seconds_count")
+    pod_algorithm = _metric("scheduler_scheduling_algorithm_duration_seconds_count")
+
+    assert await schedule_next(sched)
+    informers.on_node("ADDED", raw_node("n3"))
+    await asyncio.sleep(sched.queue.backoff_duration(sched.queue.get("uid-g1") or pytest.fail("queued")))
+    sched.queue.flush_backoff_completed()
+    assert await schedule_next(sched)
+
+    for result in ("scheduled", "unschedulable"):
+        counted = _metric("scheduler_podgroup_schedule_attempts_total", result=result, **profile)
+        assert counted - before[result] == 1, result
+    assert _metric("scheduler_podgroup_scheduling_attempt_duration_seconds_count", result="scheduled", **profile) >= 1
+    assert _metric("scheduler_podgroup_scheduling_algorithm_duration_seconds_count") - algorithm == 2
+    assert _metric("scheduler_scheduling_algorithm_duration_seconds_count") == pod_algorithm

@@ -73,9 +73,7 @@ def with_removal(mode: str, **args: Any) -> tuple[Scheduler, Informers, FakeApiC
 
 
 def plugin(sched: Scheduler) -> DefaultPreemption:
-    found = sched.frameworks[NAME].post_filter_plugins[0]
-    assert isinstance(found, DefaultPreemption)
-    return found
+    return next(p for p in sched.frameworks[NAME].post_filter_plugins if isinstance(p, DefaultPreemption))
 
 
 def running(name: str, node: str, cpu: str, priority: int, labels: dict[str, str] | None = None) -> dict[str, Any]:

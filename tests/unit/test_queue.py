@@ -14,8 +14,11 @@ from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
+    ClusterEventWithHint,
     EventResource,
     QueuedPodInfo,
+    QueueingHint,
+    Status,
 )
 from scheduler.model.objects import Node, Pod
 from scheduler.queue.scheduling_queue import (
@@ -192,6 +195,36 @@ def test_gated_pod_waits_until_gates_are_removed(queue: PriorityQueue) -> None:
     queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))
     assert queue.where("p") == GATED_Q
     queue.update(pod("p"))
+    assert queue.where("p") == ACTIVE_Q
+
+
+def test_event_of_the_gating_plugin_reruns_pre_enqueue(clock: FakeClock) -> None:
+    """As kube's queue: a pod held at PreEnqueue by a plugin (DynamicResources holds one whose claim
+    does not exist yet) is looked at again for that plugin's registered events, through its hint;
+    other events pass it by."""
+    claims: set[str] = set()
+    claim_add = ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD)
+
+    def pre_enqueue(p: Pod) -> Status | None:
+        return None if p.name in claims else Status.unresolvable("no claim", plugin="Holder")
+
+    def hint(p: Pod, old: Any, new: Any) -> QueueingHint:
+        return QueueingHint.QUEUE if new["metadata"]["name"] == p.name else QueueingHint.SKIP
+
+    fit = NodeResourcesFit(parse_args({}))
+    profile = QueueProfile(
+        less=PrioritySort().less,
+        pre_enqueue=pre_enqueue,
+        events={FIT: fit.events_to_register(), "Holder": [ClusterEventWithHint(claim_add, hint)]},
+    )
+    queue = PriorityQueue({"s": profile}, clock=clock)
+    queue.add(pod("p"))
+    assert queue.where("p") == GATED_Q
+    queue.move_all_to_active_or_backoff(NODE_ADD, None, node("big", "16"))  # not the gating plugin's
+    claims.add("p")
+    queue.move_all_to_active_or_backoff(claim_add, None, {"metadata": {"name": "other"}})  # its hint says skip
+    assert queue.where("p") == GATED_Q
+    queue.move_all_to_active_or_backoff(claim_add, None, {"metadata": {"name": "p"}})
     assert queue.where("p") == ACTIVE_Q
 
 

@@ -112,6 +112,20 @@ def test_a_rerun_of_ours_alone_is_never_paired_with_another_runs_kube_scheduler(
     assert row.endswith("| c0ffee0 10:00 |")
 
 
+def test_a_run_too_short_for_a_throughput_sample_gives_no_row(tmp_path: Path) -> None:
+    # Upstream's short workloads at their own size bind a handful of pods: no throughput sample,
+    # so no ratio; the earlier measured pair keeps the row.
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    short = [_row(W, "ours", 0) | {"throughput_avg": None}, _row(W, "kube", 0) | {"throughput_avg": None}]
+    _bench(tmp_path, "2026-12-02-upstream-short-full", "2026-12-02T10:00:00+00:00", short, "bbbbbbb")
+    (row,) = _latest_rows(tmp_path)
+    assert row.endswith("| c0ffee0 10:00 |")
+    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    assert "ours ÷ kube-scheduler 0.75" in summary
+
+
 def test_the_latest_run_with_both_schedulers_gives_the_row_and_its_ratio(tmp_path: Path) -> None:
     _bench(
         tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 290)]

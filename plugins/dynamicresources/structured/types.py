@@ -50,14 +50,16 @@ ConsumedCapacity = dict[str, Decimal]
 class Features:
     """internal.Features: which optional allocator behaviour is on.
 
-    The defaults are kube-scheduler v1.37.2's default feature gates: DRAAdminAccess (GA),
-    DRAConsumableCapacity (beta), DRADeviceBindingConditions (beta) with
-    DRAResourceClaimDeviceStatus (GA), DRADeviceTaints (GA), DRAFractionalCapacityRange (beta),
-    DRAPartitionableDevices (beta) and DRAPrioritizedList (GA) on; the alpha
-    DRADeviceCompatibilityGroups, DRADerivedAttributes, DRAListTypeAttributes and
-    DRAOptionalNodeOperations off. The latter four need upstream's experimental variant, which
-    this package does not implement: asking for them is an AllocatorError, as kube's NewAllocator
-    refuses a feature set no variant supports.
+    The defaults turn on every option the incubating variant implements, as upstream's allocator
+    tests run it: DRAAdminAccess, DRAConsumableCapacity, DRADeviceBindingConditions with
+    DRAResourceClaimDeviceStatus, DRADeviceTaints, DRAFractionalCapacityRange, DRAPartitionableDevices
+    and DRAPrioritizedList. The scheduler does not use these defaults: the plugin derives its options
+    from the feature gates in force (plugins/dynamicresources/allocation.py allocator_features), where
+    DRAFractionalCapacityRange is off in v1.37.2 (beta, on only from min-compatibility 1.37). The
+    alpha DRADeviceCompatibilityGroups, DRADerivedAttributes, DRAListTypeAttributes and
+    DRAOptionalNodeOperations need upstream's experimental variant, which this package does not
+    implement: asking for them is an AllocatorError, as kube's NewAllocator refuses a feature set no
+    variant supports.
     """
 
     admin_access: bool = True

@@ -622,5 +622,6 @@ def test_as_a_second_scheduler_config(plugins: dict[str, Any]) -> None:
     assert names["queueSort"] == ["Coscheduling"]
     for point in ("preFilter", "reserve", "permit"):
         assert "Coscheduling" in names[point], point
-    assert names["postFilter"] == ["DefaultPreemption", "Coscheduling"]
+    # The default profile's PostFilter plugins (DynamicResources, DefaultPreemption), then Coscheduling.
+    assert names["postFilter"] == ["DynamicResources", "DefaultPreemption", "Coscheduling"]
     assert handle.pod_groups.key_of(member("p", "pg1").obj()) == GroupKey(API, "ns", "pg1")

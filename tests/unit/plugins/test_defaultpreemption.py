@@ -40,8 +40,7 @@ def framework(infos: Sequence[NodeInfo]) -> tuple[Framework, DefaultPreemption]:
     handle = FrameworkHandle(FakeApiClient(), snap)
     handle.wire(Wiring.standalone(snap))
     fw = build_profiles(default_config(PROFILE), _registry(), handle)[PROFILE]
-    plugin = fw.post_filter_plugins[0]
-    assert isinstance(plugin, DefaultPreemption)
+    plugin = next(p for p in fw.post_filter_plugins if isinstance(p, DefaultPreemption))
     return fw, plugin
 
 

@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from plugins.interpodaffinity import InterPodAffinity, _node_changed, _pod_changed, parse_args
@@ -1234,8 +1235,10 @@ def test_namespace_selector_terms_take_the_kept_counts_and_the_batch_filter() ->
         state = CycleState()
         assert plugin.pre_filter(state, pod, snap.list()) == (None, None)
         got = [verdict(plugin.filter(state, pod, info)) for info in snap.list()]
-        mask = plugin.filter_batch(state, pod, snap.table)
-        assert mask is not None and mask.tolist() == [v is None for v in got]
+        batch = plugin.filter_batch(state, pod, snap.table)
+        assert batch is not None
+        explained = iter(batch.statuses(np.flatnonzero(~batch.passes)))
+        assert [None if ok else verdict(next(explained)) for ok in batch.passes.tolist()] == got
         return got
 
     # e0 (init-0, devops) repels on n0 both ways; e1's namespace is not selected, but its own term

@@ -328,7 +328,7 @@ def test_batch_forms_key_on_the_enforced_affinity_not_on_the_plugin_object() -> 
     def mask(plugin: NodeAffinity) -> list[bool]:
         state = CycleState()
         plugin.pre_filter(state, pod, snap.list())
-        return list(plugin.filter_batch(state, pod, snap.table))
+        return [bool(ok) for ok in plugin.filter_batch(state, pod, snap.table).passes]
 
     first = NodeAffinity(only_a)
     assert mask(first) == [True, False]

@@ -1,8 +1,8 @@
 """NodeResourcesBalancedAllocation: the balance change a pod makes, real requests only.
 
 Score cases ported from kube-scheduler v1.37.2 noderesources/balanced_allocation_test.go
-(TestNodeResourcesBalancedAllocation; the DRA cases are left out: DynamicResources is not
-implemented), plus pod-level resources and in-place resized pods.
+(TestNodeResourcesBalancedAllocation; the DRA cases are left out: kube's scoring of DRA-backed
+extended resources is not ported), plus pod-level resources and in-place resized pods.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 fit_test.go (TestEnoughRequests, TestNotEnoughRequests, TestStorageRequests,
 TestRestartableInitContainers, TestFitScore, TestIsFit, Test_isSchedulableAfterNodeChange),
 least_allocated_test.go, most_allocated_test.go and requested_to_capacity_ratio_test.go.
-Left out: the DRA-backed extended resource cases (DynamicResources is not implemented), the
+The DRA-backed extended resource cases of TestEnoughRequests are at the end (their DRA score
+cases are left out: kube's DRA pre-score is not ported). Left out: the
 in-place-resize preemption cases (InPlacePodVerticalScalingSchedulerPreemption is alpha, off),
 placement scoring (GenericWorkload, off), and the "Resources not set" / zero-weight cases, which
 the v1 config defaulting this scheduler reads its args through turns into the default resources
@@ -80,9 +81,9 @@ def run_filter(plugin: fit.NodeResourcesFit, pod: Pod, info: NodeInfo) -> Status
     assert result is None and status is None
     verdict = plugin.filter(state, pod, info)
     table = snapshot(info).table
-    mask = plugin.filter_batch(state, pod, table)
-    if mask is not None:
-        assert mask.tolist() == [verdict is None]
+    batch = plugin.filter_batch(state, pod, table)
+    if batch is not None:
+        assert (None if batch.passes[0] else batch.statuses(np.zeros(1, np.int64))[0]) == verdict
     return verdict
 
 
@@ -1311,3 +1312,48 @@ def test_score_placement(
     chosen = Placement("zone", tuple(infos[n] for n in placement))
     assert plugin.score_placement(state, chosen, assigned) == (want, None)
     assert plugin.normalize_placement_scores(state, [want]) is None
+
+
+# ---- DRAExtendedResource: resources a DeviceClass backs are DynamicResources' (fit_test.go) -------
+
+DRA_RESOURCE = "extended.resource.dra.io/something"
+
+
+@pytest.mark.parametrize(
+    ("name", "requests", "allocatable", "want"),
+    [
+        ("extended resource backed by device plugin", {"example.com/aaa": "1"}, {"example.com/aaa": "5"}, ()),
+        ("extended resource backed by DRA", {"cpu": "1m", DRA_RESOURCE: "1"}, {}, ()),
+        (
+            "extended resource NOT backed by DRA",
+            {"cpu": "1m", "example.com/bbb": "1"},
+            {},
+            ("Insufficient example.com/bbb",),
+        ),
+        (
+            "extended resource was backed by Device Plugin (Allocatable: 0)",
+            {DRA_RESOURCE: "1"},
+            {DRA_RESOURCE: "0"},
+            (),
+        ),
+        (
+            "backed by DRA, but the node offers too few through a device plugin",
+            {DRA_RESOURCE: "2"},
+            {DRA_RESOURCE: "1"},
+            (f"Insufficient {DRA_RESOURCE}",),
+        ),
+    ],
+)
+def test_dra_extended_resources_are_delegated(
+    name: str, requests: dict[str, str], allocatable: dict[str, str], want: tuple[str, ...]
+) -> None:
+    from scheduler.framework.dra import DEVICE_CLASS, DraManager
+
+    dra = DraManager([(DEVICE_CLASS, {"metadata": {"name": "c"}, "spec": {"extendedResourceName": DRA_RESOURCE}})])
+    plugin = fit.NodeResourcesFit(fit.parse_args({}), dra)
+    pod = make_pod("p").container(requests=requests).obj()
+    info = node_info(make_node("n").capacity({"cpu": "10", "memory": "20", "pods": "32", **allocatable}))
+    state = CycleState()
+    plugin.pre_filter(state, pod, [info])
+    status = plugin.filter(state, pod, info)
+    assert (status.reasons if status is not None else ()) == want, name

@@ -776,3 +776,46 @@ def test_translations_of_deleted_pvs_are_forgotten() -> None:
     binder._prune_translations()
     assert sorted(binder._translations) == ["pv-2"]
     assert binder._prune_translations_at == binder_module.MIN_TRANSLATIONS_KEPT
+
+
+def test_missing_claim_is_reported_through_the_scheduling_cycle() -> None:
+    """A pod whose PVC does not exist gets VolumeBinding's message as its FailedScheduling event and
+    PodScheduled condition, never a binding (the real cycle, fake API client)."""
+    import asyncio
+
+    from scheduler.app import build_scheduler, full_registry
+    from scheduler.config import default_config
+    from scheduler.informers import Informers
+    from scheduler.testing.builders import make_pod
+
+    client = FakeApiClient()
+    sched = build_scheduler(default_config("secondary-scheduler"), full_registry(), client, {"default": {}})
+    informers = Informers(sched)
+    for i in range(2):
+        informers.on_node(
+            "ADDED",
+            {
+                "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1"},
+                "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+            },
+        )
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}}
+    informers.on_pod(
+        "ADDED", make_pod("p").container(cpu="100m").spec(schedulerName="secondary-scheduler", volumes=[volume]).raw
+    )
+
+    async def drain() -> None:
+        while (info := sched.queue.pop_nowait()) is not None:
+            sched.schedule_one(info)
+            await asyncio.sleep(0)
+        await sched.drain()
+
+    asyncio.run(drain())
+    # VolumeBinding's PreFilter rejects before DynamicResources' runs, whose PostFilter then finds no
+    # state of its own: kube-scheduler v1.37.2 ends the message with that error, "not found".
+    message = '0/2 nodes are available: persistentvolumeclaim "data-claim" not found. not found'
+
+    assert client.bindings == {}
+    condition = client.conditions["default/p"]
+    assert (condition["status"], condition["reason"], condition["message"]) == ("False", "Unschedulable", message)
+    assert [(e.reason, e.message) for e in client.events] == [("FailedScheduling", message)]
