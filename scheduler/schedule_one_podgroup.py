@@ -36,7 +36,7 @@ from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
 from scheduler.cache import Cache, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
-from scheduler.framework.podgroups import PodGroupState
+from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (
     Code,
@@ -395,6 +395,14 @@ class PodGroupCycle:
         """`nominations` is set when the group waits on preemption: every member goes back to the
         queue with its nominated node (kube's waitingOnPreemption)."""
         sched = self.sched
+        # The group's condition goes out before any member's bind: whoever sees the members bound
+        # then sees the PodGroup's verdict too (kube patches it while the binding cycles start).
+        if status is None:
+            self._set_condition(pod_group, "True", REASON_SCHEDULED, "")
+        elif status.is_rejection:
+            self._set_condition(pod_group, "False", REASON_UNSCHEDULABLE, status.message)
+        else:
+            self._set_condition(pod_group, "False", REASON_SCHEDULER_ERROR, status.message)
         scheduled = unschedulable = 0
         for i, info in enumerate(members):
             result = results[i] if i < len(results) else MemberResult(info, CycleState(), status)
@@ -425,11 +433,9 @@ class PodGroupCycle:
                 sched.handle_failure(fw, info, own, result.fit_error, nominated, keep_nomination=True)
             unschedulable += 1
         if status is None:
-            self._set_condition(pod_group, "True", REASON_SCHEDULED, "")
             log.info("Successfully scheduled a pod group", podGroup=str(group.key), scheduledPods=scheduled)
             metrics.observe_pod_group_attempt("scheduled", fw.profile_name, started)
         elif status.is_rejection:
-            self._set_condition(pod_group, "False", REASON_UNSCHEDULABLE, status.message)
             if nominations is not None:
                 log.info("Pod group is waiting for preemption", podGroup=str(group.key), err=status.message)
                 metrics.observe_pod_group_attempt("waiting_on_preemption", fw.profile_name, started)
@@ -437,7 +443,6 @@ class PodGroupCycle:
                 log.info("Unable to schedule a pod group", podGroup=str(group.key), err=status.message)
                 metrics.observe_pod_group_attempt("unschedulable", fw.profile_name, started)
         else:
-            self._set_condition(pod_group, "False", REASON_SCHEDULER_ERROR, status.message)
             log.error("Error scheduling pod group", podGroup=str(group.key), err=status.message)
             metrics.observe_pod_group_attempt("error", fw.profile_name, started)
         sched.queue.add_attempted_group(group, succeeded=status is None)
@@ -445,9 +450,13 @@ class PodGroupCycle:
     # ---- the PodGroup's condition (kube's updatePodGroupCondition) ----------------------------
 
     def _set_condition(self, pod_group: PodGroup, status: str, reason: str, message: str) -> None:
+        state = self.sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, pod_group.namespace, pod_group.name))
         existing = pod_group.condition(POD_GROUP_INITIALLY_SCHEDULED)
-        if existing is not None and existing.get("status") == "True" and status != "True":
+        scheduled = existing is not None and existing.get("status") == "True"
+        if status != "True" and (scheduled or (state is not None and state.scheduled_uid == pod_group.uid)):
             return  # a group scheduled once does not regress for members that come later
+        if status == "True" and state is not None:
+            state.scheduled_uid = pod_group.uid
         condition: Mapping[str, Any] = {
             "type": POD_GROUP_INITIALLY_SCHEDULED,
             "status": status,
@@ -468,6 +477,9 @@ class PodGroupCycle:
             )
         except Exception as exc:
             log.error("Failed to update PodGroup status", podGroup=pod_group.key, error=str(exc))
+            state = self.sched.cache.pod_groups.get(GroupKey(POD_GROUP_API, pod_group.namespace, pod_group.name))
+            if condition.get("status") == "True" and state is not None and state.scheduled_uid == pod_group.uid:
+                state.scheduled_uid = ""  # not written: a later failure may be reported, as in kube
 
 
 class _Simulation:

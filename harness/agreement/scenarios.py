@@ -339,7 +339,7 @@ class ActionStep:
 
     @property
     def on_object(self) -> bool:
-        return self.kind not in ("node", "pod")
+        return self.kind not in ACTION_KINDS
 
 
 ACTION_KINDS = ("node", "pod", "podGroup")

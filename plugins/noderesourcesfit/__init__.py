@@ -3,7 +3,7 @@
 The adapter: args, the extension-point methods and the queueing hints. PreFilter and Filter are
 filtering.py's (kube's fit.go), PreScore and Score with the LeastAllocated, MostAllocated and
 RequestedToCapacityRatio strategies resource_allocation.py's (kube's resource_allocation.go and one
-file per strategy).
+file per strategy), and so is PlacementScore (a pod group's placement, MostAllocated).
 
 Arithmetic is kube's: int64 sums and products that wrap, divisions that truncate. Where that
 gives a node a score outside [0, 100] (a node offering 1e14 cpu or 100P memory overflows
@@ -31,10 +31,12 @@ from plugins.noderesourcesfit.resource_allocation import (
     REQUESTED_TO_CAPACITY_RATIO,
     STRATEGIES,
     ResourceAllocationScorer,
+    placement_score,
 )
 from plugins.noderesourcesfit.resource_allocation import ResourceSpec as ResourceSpec
 from scheduler.framework.dra import DEVICE_CLASS_PREFIX, DraManager
 from scheduler.framework.interface import Handle
+from scheduler.framework.podgroups import PodGroupState
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -45,6 +47,7 @@ from scheduler.framework.types import (
     EventObject,
     EventResource,
     NodeInfo,
+    Placement,
     PreFilterResult,
     QueueingHint,
     Status,
@@ -152,6 +155,16 @@ class NodeResourcesFit:
 
     def score_extensions(self) -> None:
         return None
+
+    # ---- PlacementScore (TopologyAwareWorkloadScheduling) ------------------------------
+
+    def score_placement(
+        self, group: PodGroupState, placement: Placement, assignments: Sequence[tuple[Pod, str]]
+    ) -> tuple[int, Status | None]:
+        return placement_score(self.args.resources, placement.nodes, [pod for pod, _node in assignments]), None
+
+    def normalize_placement_scores(self, group: PodGroupState, scores: list[int]) -> Status | None:
+        return None  # kube's Fit has no PlacementScoreExtensions: its scores are already 0-100
 
     # ---- requeueing --------------------------------------------------------------------
 

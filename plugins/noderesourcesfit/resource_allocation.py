@@ -1,10 +1,12 @@
-"""NodeResourcesFit's PreScore and Score: the scoring strategies over the configured resources.
+"""NodeResourcesFit's PreScore, Score and PlacementScore: the scoring strategies over the configured
+resources.
 
 As kube's noderesources/{resource_allocation,least_allocated,most_allocated,
 requested_to_capacity_ratio}.go: each strategy scores one resource from the node's requested
 amount (with the pod, containers without requests at the scheduler's defaults) and allocatable;
 the scorer averages those scores by weight. The per-node form is the reference; the batch form
-(cpu and memory only) computes the same integers over the node table's columns. Arithmetic is
+(cpu and memory only) computes the same integers over the node table's columns. A pod group's
+placement (TopologyAwareWorkloadScheduling) is scored MostAllocated over the sums of its nodes. Arithmetic is
 kube's int64: sums and products wrap, divisions truncate. Never changes a NodeInfo.
 """
 
@@ -172,3 +174,30 @@ class ResourceAllocationScorer:
         else:
             result = np.clip(go_div_batch(total, safe), 0, MAX_NODE_SCORE)
         return np.where(weight_sum == 0, 0, result)
+
+
+def placement_score(resources: Sequence[ResourceSpec], nodes: Sequence[NodeInfo], pods: Sequence[Pod]) -> int:
+    """kube's scorePlacement: MostAllocated, whatever the configured strategy, over the placement as
+    one node: its nodes' allocatable and requested amounts summed, plus the members placed in it.
+
+    As kube, a scalar resource counts only once something (the members, or a node already summed)
+    requests it, and a node that does not offer a resource adds nothing to it."""
+    requested = [0] * len(resources)
+    for pod in pods:
+        for i, spec in enumerate(resources):
+            requested[i] = go_add(requested[i], pod.fit_scoring_request(spec.name))
+    allocatable = [0] * len(resources)
+    for node_info in nodes:
+        for i, spec in enumerate(resources):
+            capacity, used = allocatable_and_requested(node_info, spec.name, requested[i], non_zero=True)
+            if capacity == 0:
+                continue
+            allocatable[i] = go_add(allocatable[i], capacity)
+            requested[i] = go_add(requested[i], used)
+    total = weight_sum = 0
+    for spec, amount, capacity in zip(resources, requested, allocatable, strict=True):
+        if capacity == 0:
+            continue
+        total = go_add(total, go_mul(most_allocated(amount, capacity), spec.weight))
+        weight_sum += spec.weight
+    return go_div(total, weight_sum) if weight_sum else 0

@@ -65,6 +65,9 @@ class PodGroupState:
     assigned: set[str] = field(default_factory=set)
     # Bumped on every change (a cheap "did anything move" check for callers that keep results).
     generation: int = 0
+    # UID of the PodGroup object this scheduler has marked PodGroupInitiallyScheduled=True: the
+    # informer's copy may not show that write yet when the next cycle asks whether it may regress.
+    scheduled_uid: str = ""
 
     def all_pods_count(self) -> int:
         return len(self.pods)

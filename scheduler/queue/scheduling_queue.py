@@ -384,9 +384,9 @@ class PriorityQueue:
         meanwhile, together: straight to activeQ after a success (the rest of the group), else to
         the error backoffQ while backing off."""
         held = self._groups_in_flight.pop(group.key, [])
-        now = self._clock.now()
+        # Each member keeps the timestamp its own hand-back (or arrival) gave it, as kube's do: the
+        # members' order (PodGroupMemberPodsOrderingFunc) then stays the one of this attempt.
         for info in held:
-            info.timestamp = now
             if succeeded:
                 self._push_active(info, SCHEDULE_ATTEMPT_FAILURE)
                 continue

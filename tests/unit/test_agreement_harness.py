@@ -26,7 +26,13 @@ from harness.agreement.compare import (
     split_post_filter,
 )
 from harness.agreement.report import AgreementReport, RunInfo, publish
-from harness.agreement.scenarios import GroupStep, ScenarioError, generated_scenarios, parse_scenario
+from harness.agreement.scenarios import (
+    ActionStep,
+    GroupStep,
+    ScenarioError,
+    generated_scenarios,
+    parse_scenario,
+)
 from scheduler.model.objects import Pod
 from scheduler.model.quantity import parse_quantity
 
@@ -327,6 +333,19 @@ def test_a_group_step_makes_a_pod_group_and_members_joined_to_it() -> None:
     assert group.member_names == ("g-0", "g-1")
     assert all(pod["spec"]["schedulingGroup"] == {"podGroupName": "g"} for pod in group.members)
     assert scenario.feature_gates == (("GenericWorkload", True),)
+
+
+def test_actions_on_nodes_pods_and_pod_groups_are_not_other_objects() -> None:
+    """A PodGroup patch was sent down the other-objects path (create or delete by the body's kind)
+    and crashed every gang scenario that lowers a minCount."""
+    actions = [
+        {"action": "patch", "podGroup": "g", "body": {"spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}},
+        {"action": "patch", "node": "n1", "body": {"spec": {"unschedulable": True}}},
+        {"action": "delete", "pod": "g-0"},
+    ]
+    scenario = parse_scenario("gang", {**GANG, "pods": [*GANG["pods"], *actions]})
+    steps = [step for step in scenario.steps if isinstance(step, ActionStep)]
+    assert [(step.kind, step.on_object) for step in steps] == [("podGroup", False), ("node", False), ("pod", False)]
 
 
 def test_interleaved_groups_are_created_round_robin() -> None:

@@ -22,8 +22,10 @@ import pytest
 
 import plugins.noderesourcesfit as fit
 from plugins.helper.shape_score import broken_linear
-from scheduler.framework.types import Code, CycleState, NodeInfo, QueueingHint, Status
+from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupStates
+from scheduler.framework.types import Code, CycleState, NodeInfo, Placement, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
+from scheduler.model.podgroups import PodGroup
 from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
 
 EXT_A = "example.com/aaa"
@@ -1188,6 +1190,128 @@ def test_no_cluster_event_requeues_a_pod_whose_request_is_beyond_int64() -> None
     bound = make_pod("b").node("n").container(requests={"cpu": "1"}).obj()
     assert fit._node_grew(pod, None, bigger) == QueueingHint.SKIP
     assert fit._pod_freed(pod, bound, None) == QueueingHint.SKIP
+
+
+# ---- PlacementScore (kube's TestScorePlacement_Resources, and the zones kube-scheduler logged) ----
+
+KEY = GroupKey(POD_GROUP_API, "ns", "pg")
+CPU_MEM = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+CPU4_MEM = [{"name": "cpu", "weight": 4}, {"name": "memory", "weight": 1}]
+CPU_MEM_GPU = [*CPU_MEM, {"name": "nvidia.com/gpu", "weight": 1}]
+
+
+def _gpu(cpu: str, memory: str, gpu: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": memory, "nvidia.com/gpu": gpu}
+
+
+@pytest.mark.parametrize(
+    ("name", "resources", "nodes", "placement", "members", "existing", "want"),
+    [
+        (
+            "computes score based on total requests",
+            CPU_MEM,
+            nodes_with(r(5000, 5000), r(5000, 5000)),
+            ("node1", "node2"),
+            [req(r(1000, 0), node="node1"), req(r(2000, 2000), node="node2")],
+            [],
+            25,
+        ),
+        (
+            "computes score using weights",
+            CPU4_MEM,
+            nodes_with(r(5000, 5000), r(5000, 5000)),
+            ("node1", "node2"),
+            [req(r(1000, 0), node="node1"), req(r(2000, 2000), node="node2")],
+            [],
+            28,
+        ),
+        (
+            "handles multiple pods per node",
+            CPU4_MEM,
+            nodes_with(r(5000, 5000), r(5000, 5000)),
+            ("node1", "node2"),
+            [req(r(1000, 0), node="node1"), req(r(2000, 2000), node="node1")],
+            [],
+            28,
+        ),
+        (
+            "does not include nodes from outside of placement",
+            CPU_MEM,
+            nodes_with(r(5000, 5000), r(5000, 5000), r(5000, 5000)),
+            ("node1", "node2"),
+            [req(r(1000, 0), node="node1"), req(r(2000, 2000), node="node2")],
+            [],
+            25,
+        ),
+        (
+            "includes pre-existing pods from outside of pod group",
+            CPU_MEM,
+            nodes_with(r(5000, 5000), r(5000, 5000)),
+            ("node1", "node2"),
+            [req(r(1000, 0), node="node1"), req(r(2000, 2000), node="node2")],
+            [req(r(1000, 0), node="node1", name="baz")],
+            30,
+        ),
+        (
+            "includes scalar resources if any pod in pod group has nonzero requests",
+            CPU_MEM_GPU,
+            nodes_with(_gpu("5000m", "5000", "5"), _gpu("5000m", "5000", "5")),
+            ("node1", "node2"),
+            [req(_gpu("1000m", "0", "0"), node="node1"), req(_gpu("1000m", "2000", "1"), node="node2")],
+            [req(_gpu("1000m", "0", "0"), node="node1", name="baz")],
+            20,
+        ),
+        (
+            "does not include scalar resources if all pods in pod group have zero requests",
+            CPU_MEM_GPU,
+            nodes_with(_gpu("5000m", "5000", "5"), _gpu("5000m", "5000", "5")),
+            ("node1", "node2"),
+            [req(_gpu("1000m", "0", "0"), node="node1"), req(_gpu("1000m", "2000", "0"), node="node2")],
+            [req(_gpu("1000m", "0", "1"), node="node1", name="baz")],
+            25,
+        ),
+        # kube-scheduler v1.37.2's log on gang-topology-min-count-below-size (2026-12-02): two 3-CPU
+        # members without memory requests (200Mi each by default) on three or two 4-CPU 16Gi nodes.
+        (
+            "zone of three nodes",
+            CPU_MEM,
+            nodes_with(*[{"cpu": "4", "memory": "16Gi"}] * 3),
+            ("node1", "node2", "node3"),
+            [req({"cpu": "3"}, node="node1"), req({"cpu": "3"}, node="node2")],
+            [],
+            25,
+        ),
+        (
+            "zone of two nodes",
+            CPU_MEM,
+            nodes_with(*[{"cpu": "4", "memory": "16Gi"}] * 2),
+            ("node1", "node2"),
+            [req({"cpu": "3"}, node="node1"), req({"cpu": "3"}, node="node2")],
+            [],
+            38,
+        ),
+    ],
+)
+def test_score_placement(
+    name: str,
+    resources: list[dict[str, Any]],
+    nodes: list[Node],
+    placement: tuple[str, ...],
+    members: list[PodBuilder],
+    existing: list[PodBuilder],
+    want: int,
+) -> None:
+    """MostAllocated over the placement's nodes as one, whatever the configured strategy."""
+    pods = [p.obj() for p in existing]
+    infos = {n.name: node_info(n, *[p for p in pods if p.node_name == n.name]) for n in nodes}
+    plugin = fit.new(least(resources), make_handle(*infos.values()))
+    states = PodGroupStates()
+    states.set_group(KEY, PodGroup.from_raw({"metadata": {"name": "pg", "namespace": "ns", "uid": "pg"}}))
+    state = states.get(KEY) or pytest.fail("no pod-group state")
+    assigned = [(m.obj(), m.obj().node_name) for m in members]
+    chosen = Placement("zone", tuple(infos[n] for n in placement))
+    assert plugin.score_placement(state, chosen, assigned) == (want, None)
+    assert plugin.normalize_placement_scores(state, [want]) is None
 
 
 # ---- DRAExtendedResource: resources a DeviceClass backs are DynamicResources' (fit_test.go) -------
