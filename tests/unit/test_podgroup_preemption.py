@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.workload import registry_value
 from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
@@ -154,7 +155,7 @@ async def schedule_next(sched: Scheduler) -> bool:
 
 
 def sample(name: str, **labels: str) -> float:
-    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+    return registry_value(metrics.REGISTRY, name, **labels)
 
 
 CASES = [
