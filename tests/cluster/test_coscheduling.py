@@ -206,10 +206,13 @@ def test_a_permit_timeout_releases_what_the_waiting_members_hold(
     # group, so the two others wait at Permit, holding the node, until the PodGroup's timeout.
     create_pod_group(k8s, namespace, "stuck", min_member=3, timeout=4)
     config = config_file(tmp_path, scheduler_name, podGroupRejectPercentage=100)
+    # All three members exist before the scheduler starts: a member created after its siblings were
+    # rejected at PreFilter sends no UnscheduledPodAdd without GenericWorkload (as kube's queue), so
+    # the siblings would wait for the 5-minute flush instead of reaching Permit.
+    create_member(core, namespace, "stuck-0", "stuck", scheduler_name, cpu="1")
+    create_member(core, namespace, "stuck-1", "stuck", scheduler_name, cpu="1")
+    create_member(core, namespace, "stuck-2", "stuck", scheduler_name, cpu="1", node_selector={"no": "such"})
     with running_scheduler(control_plane, scheduler_name, config=config):
-        create_member(core, namespace, "stuck-0", "stuck", scheduler_name, cpu="1")
-        create_member(core, namespace, "stuck-1", "stuck", scheduler_name, cpu="1")
-        create_member(core, namespace, "stuck-2", "stuck", scheduler_name, cpu="1", node_selector={"no": "such"})
         time.sleep(1)
         filler: Any = api_pod("filler", scheduler_name, cpu="2")
         filler.spec.termination_grace_period_seconds = 0
