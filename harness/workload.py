@@ -239,6 +239,11 @@ def pod_events(core: Any, namespace: str, pod_name: str) -> list[Any]:
     return list(events)
 
 
+def failed_scheduling_messages(core: Any, namespace: str, pod_name: str) -> list[str]:
+    """The messages of the pod's FailedScheduling Events."""
+    return [e.message for e in pod_events(core, namespace, pod_name) if e.reason == "FailedScheduling"]
+
+
 def scheduled_condition(pod: Any) -> Any | None:
     for condition in pod.status.conditions or ():
         if condition.type == "PodScheduled":

@@ -275,6 +275,10 @@ class Executor:
             self._sources[path] = Template(text, path.name) if is_template(text) else yaml.load(text, YAML_LOADER)
         return self._sources[path]
 
+    def shared_object(self, relative: str) -> bool:
+        """Whether every object `objects` makes from this file is one and the same (a plain file)."""
+        return isinstance(self._source(relative), dict)
+
     def objects(self, relative: str, count: int, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """`count` objects from a template as scheduler_perf makes them: a Go template rendered once
         per object with the op's templateParams plus Index and Count, a plain file shared by all."""
@@ -429,7 +433,7 @@ class Executor:
         if steady:
             # Listening before the first pod is created, so that no binding is missed.
             self.pods.bound_queues[namespace] = asyncio.Queue()
-        if all(pod is made[0] for pod in made):
+        if not path or self.shared_object(path):
             manifests = [self.pod_manifest(made[0])] * count if made else []
         else:
             manifests = [self.pod_manifest(pod) for pod in made]

@@ -14,11 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.model.objects import Node, Pod
+from scheduler.model.objects import Node, Pod, Toleration
 from scheduler.model.selectors import (
     LabelSelector,
     RequiredNodeAffinity,
-    Toleration,
     find_untolerated_taint,
     is_do_not_schedule,
     label_selector,

@@ -28,10 +28,9 @@ from scheduler.framework.types import (
     StateKey,
     Status,
 )
-from scheduler.model.objects import Node, Pod, Taint
+from scheduler.model.objects import Node, Pod, Taint, Toleration
 from scheduler.model.selectors import (
     PREFER_NO_SCHEDULE,
-    Toleration,
     find_untolerated_taint,
     is_do_not_schedule,
     tolerations_of,

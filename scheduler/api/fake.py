@@ -191,6 +191,10 @@ class FakeApiClient:
             )
         )
 
+    def failed_scheduling(self) -> list[str]:
+        """The messages of every FailedScheduling Event created, in order."""
+        return [e.message for e in self.events if e.reason == "FailedScheduling"]
+
     async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
         await self._event_write()
         key = f"{namespace}/{name}"

@@ -200,6 +200,9 @@ class Pod:
     # reason the pod is not placed when such a field is in what NodeResourcesFit filters with.
     out_of_range: tuple[str, ...] = field(default=(), repr=False, compare=False, hash=False)
     fit_out_of_range: str = field(default="", repr=False, compare=False, hash=False)
+    # spec.tolerations, parsed once: TaintToleration, NodeUnschedulable and PodTopologySpread's
+    # node eligibility read them for every pod attempt.
+    tolerations: tuple[Toleration, ...] = field(default=(), repr=False, compare=False, hash=False)
 
     @property
     def fit_requests(self) -> Resource:
@@ -271,6 +274,7 @@ class Pod:
             fit_scoring_requests=fit_scoring,
             out_of_range=out_of_range,
             fit_out_of_range=f"{key}: {fit_out_of_range}" if fit_out_of_range else "",
+            tolerations=tuple(Toleration.from_raw(t) for t in spec.get("tolerations") or ()),
         )
 
 
@@ -405,6 +409,23 @@ class Taint:
     key: str
     value: str
     effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = ""  # "" means Equal
+    value: str = ""
+    effect: str = ""  # "" means every effect
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> Toleration:
+        return cls(
+            key=raw.get("key") or "",
+            operator=raw.get("operator") or "",
+            value=raw.get("value") or "",
+            effect=raw.get("effect") or "",
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.model.objects import Node, Pod, Taint
+from scheduler.model.objects import Node, Pod, Taint, Toleration
 
 IN = "In"
 NOT_IN = "NotIn"
@@ -509,25 +509,9 @@ def required_node_affinity(pod: Pod) -> RequiredNodeAffinity:
 # ---- tolerations -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str = ""
-    operator: str = ""  # "" means Equal
-    value: str = ""
-    effect: str = ""  # "" means every effect
-
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> Toleration:
-        return cls(
-            key=raw.get("key") or "",
-            operator=raw.get("operator") or "",
-            value=raw.get("value") or "",
-            effect=raw.get("effect") or "",
-        )
-
-
 def tolerations_of(pod: Pod) -> tuple[Toleration, ...]:
-    return tuple(Toleration.from_raw(t) for t in pod.spec.get("tolerations") or ())
+    """spec.tolerations, parsed once when the Pod was built."""
+    return pod.tolerations
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:

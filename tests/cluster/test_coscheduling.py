@@ -17,7 +17,14 @@ from kubernetes import client as k8s_client
 
 from harness import chart
 from harness.controlplane import ControlPlane
-from harness.workload import api_pod, pod_events, running_scheduler, scheduled_condition, wait_for
+from harness.workload import (
+    api_pod,
+    failed_scheduling_messages,
+    pod_events,
+    running_scheduler,
+    scheduled_condition,
+    wait_for,
+)
 from tests.cluster.conftest import NodeFactory, apply_example, job_controller, run_explain
 
 pytestmark = pytest.mark.cluster
@@ -102,7 +109,7 @@ def stays_unbound(core: Any, namespace: str, names: set[str], seconds: float) ->
 
 
 def failed_scheduling(core: Any, namespace: str, name: str) -> list[str]:
-    return [e.message for e in pod_events(core, namespace, name) if e.reason == "FailedScheduling"]
+    return failed_scheduling_messages(core, namespace, name)
 
 
 def test_a_gang_that_fits_binds_whole(

@@ -16,6 +16,7 @@ from kubernetes import client as k8s_client
 from harness.controlplane import ControlPlane
 from harness.workload import (
     api_pod,
+    failed_scheduling_messages,
     metric_value,
     pod_events,
     running_scheduler,
@@ -170,7 +171,7 @@ def test_high_priority_pod_preempts_the_lowest_priority_victim_and_is_bound_ther
     preempted = [e for e in pod_events(core, namespace, "low-0") if e.reason == "Preempted"]
     vip = core.read_namespaced_pod("vip", namespace)
     assert preempted and preempted[0].message == f"Preempted by pod {vip.metadata.uid} on node {n2}"
-    failed = [e.message for e in pod_events(core, namespace, "vip") if e.reason == "FailedScheduling"]
+    failed = failed_scheduling_messages(core, namespace, "vip")
     assert failed[0] == (
         "0/2 nodes are available: 2 Insufficient cpu. "
         f"preemption: found a potential placement for pod on node {n2}, preempting 1 victims"
@@ -220,7 +221,7 @@ def test_evict_mode_never_violates_a_pdb_and_says_why(
         "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
         "2 Preemption victims are protected by a PodDisruptionBudget (victimRemoval: evict)."
     )
-    assert any(e.message == message for e in pod_events(core, namespace, "vip") if e.reason == "FailedScheduling")
+    assert message in failed_scheduling_messages(core, namespace, "vip")
     assert pod_names(core, namespace) == {"low-0", "mid-0", "vip"}
     assert not core.read_namespaced_pod("vip", namespace).spec.node_name
 
@@ -329,7 +330,7 @@ def test_evict_then_delete_spends_only_the_eviction_budget_on_a_blocking_pdb_and
     )
     assert blocked.message.endswith("; retrying for up to 5s (evictionTimeoutSeconds), then deleting it")
     # kube's FailedScheduling message stays kube's.
-    failed = [e.message for e in pod_events(core, namespace, "vip") if e.reason == "FailedScheduling"]
+    failed = failed_scheduling_messages(core, namespace, "vip")
     assert failed[0].endswith(f"preemption: found a potential placement for pod on node {node}, preempting 1 victims")
     log = (control_plane.log_dir / f"scheduler-{scheduler_name}.log").read_text()
     lines = [line for line in log.splitlines() if "eviction of a preemption victim blocked" in line]

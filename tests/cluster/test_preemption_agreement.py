@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client as k8s_client
 
 from harness.controlplane import ControlPlane
-from harness.workload import api_pod, make_node, pod_events, running_scheduler, wait_for
+from harness.workload import api_pod, failed_scheduling_messages, make_node, running_scheduler, wait_for
 from tests.cluster.test_preemption import protect, running_pod
 
 pytestmark = pytest.mark.cluster
@@ -100,7 +100,7 @@ def build(core: Any, k8s: Any, scenario: Scenario, prefix: str, classes: dict[st
 
 def outcome(core: Any, namespace: str, roles: dict[str, str], binds: bool) -> Outcome:
     def failed() -> list[str]:
-        return [e.message for e in pod_events(core, namespace, "vip") if e.reason == "FailedScheduling"]
+        return failed_scheduling_messages(core, namespace, "vip")
 
     node = ""
     if binds:

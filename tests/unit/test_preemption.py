@@ -125,7 +125,7 @@ async def test_preemptor_is_nominated_victim_deleted_then_bound_there() -> None:
     assert [(e.pod, e.type, e.message) for e in preempted] == [
         ("ns/low", "Normal", "Preempted by pod uid-vip on node n2")
     ]
-    failed = [e.message for e in client.events if e.reason == "FailedScheduling"]
+    failed = client.failed_scheduling()
     assert failed == [
         "0/2 nodes are available: 2 Insufficient cpu. "
         "preemption: found a potential placement for pod on node n2, preempting 1 victims"

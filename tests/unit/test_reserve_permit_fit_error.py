@@ -106,7 +106,7 @@ async def test_reserve_and_permit_rejections_are_single_node_fit_errors(point: s
     message = f"0/1 nodes are available: 1 {status.message}."
     assert client.conditions["ns/p"]["reason"] == "Unschedulable"
     assert client.conditions["ns/p"]["message"] == message
-    assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [message]
+    assert client.failed_scheduling() == [message]
     assert unschedulable_attempts() == before + 1
     assert gate.unreserved == ["p"]
     assert not sched.cache.is_assumed("uid-p")

@@ -104,7 +104,7 @@ async def test_fit_error_message_and_condition() -> None:
     )
     assert client.conditions["ns/big"]["reason"] == "Unschedulable"
     assert client.conditions["ns/big"]["message"] == message
-    assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [message]
+    assert client.failed_scheduling() == [message]
     assert sched.queue.where("uid-big") == "unschedulable"
 
 
@@ -121,9 +121,7 @@ async def test_no_nodes_is_unschedulable_and_backs_off() -> None:
     await run_queue(sched)
     assert client.conditions["ns/p"]["reason"] == "Unschedulable"
     assert client.conditions["ns/p"]["message"] == "no nodes available to schedule pods"
-    assert [e.message for e in client.events if e.reason == "FailedScheduling"] == [
-        "no nodes available to schedule pods"
-    ]
+    assert client.failed_scheduling() == ["no nodes available to schedule pods"]
     assert (attempts("unschedulable"), attempts("error")) == (before[0] + 1, before[1])
     assert sched.queue.where("uid-p") == "backoff"
     info = sched.queue.get("uid-p")

@@ -6,13 +6,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.model.objects import Taint
+from scheduler.model.objects import Taint, Toleration
 from scheduler.model.selectors import (
     NO_EXECUTE,
     NO_SCHEDULE,
     PREFER_NO_SCHEDULE,
     SelectorError,
-    Toleration,
     find_untolerated_taint,
     is_do_not_schedule,
     label_selector,

@@ -8,6 +8,8 @@ import pytest
 
 from plugins.tainttoleration import ERR_REASON_UNTOLERATED, TaintToleration
 from scheduler.framework.types import Code, CycleState, EventResource, QueueingHint
+from scheduler.model.objects import Toleration
+from scheduler.model.selectors import tolerations_of
 from scheduler.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod, node_info, run_score
 
 
@@ -184,3 +186,13 @@ def test_node_change_hint(old: Any, new: Any, hint: QueueingHint) -> None:
 )
 def test_pod_toleration_change_hint(old: Any, new: Any, hint: QueueingHint) -> None:
     assert _hint(EventResource.TARGET_POD)(POD, old, new) is hint
+
+
+def test_tolerations_are_parsed_once_when_the_pod_is_built() -> None:
+
+    pod = make_pod("p").toleration("k", "v", "NoSchedule", operator="Equal").obj()
+    want = (Toleration(key="k", operator="Equal", value="v", effect="NoSchedule"),)
+    assert pod.tolerations == want
+    # Every reader sees the same tuple, not a new parse of spec.tolerations per attempt.
+    assert tolerations_of(pod) is pod.tolerations
+    assert tolerations_of(make_pod("none").obj()) == ()
