@@ -18,6 +18,7 @@ from plugins.dynamicresources.structured import (
     AllocatorError,
     DeviceID,
     Features,
+    NodeDevicesCache,
     SharedDeviceID,
 )
 from plugins.dynamicresources.structured.taintrules import apply_device_taint_rules
@@ -51,6 +52,8 @@ class AllocationSetup:
     features: Features = field(default_factory=Features)
     # The slices with DeviceTaintRules applied, for the DraManager's slices generation.
     _patched: tuple[int, list[Mapping[str, Any]]] | None = None
+    # Each node's pools and devices, kept while `slices` returns the same list.
+    devices: NodeDevicesCache = field(default_factory=NodeDevicesCache)
 
     def slices(self, manager: dra.DraManager) -> list[Mapping[str, Any]]:
         """kube's ListWithDeviceTaintRules, redone only when slices or rules changed."""
@@ -98,4 +101,6 @@ def new_allocator(
     timeout: float,
 ) -> NodeAllocator:
     """Raises AllocatorError (a feature set no allocator supports)."""
-    return NodeAllocator(Allocator(setup.features, state, classes, slices, compile_expression), timeout)
+    return NodeAllocator(
+        Allocator(setup.features, state, classes, slices, compile_expression, cache=setup.devices), timeout
+    )

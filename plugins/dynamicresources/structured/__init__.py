@@ -32,11 +32,13 @@ API (mirrors upstream's NewAllocator / Allocate):
 - `node_matches(node, node_name, all_nodes, node_selector)` is kube's NodeMatches (for the node
   selectors of claims that are already allocated). `allocator.stats` counts search steps.
 
-One Allocator serves every node of a scheduling cycle: it splits slices by node once and caches
-the counters left per pool.
+One Allocator serves every node of a scheduling cycle and caches the counters left per pool. A
+`NodeDevicesCache` passed as `cache=` carries each node's pools and devices (with their CEL
+conversions and selector verdicts) from one cycle to the next while the slices list (the same
+object), the features and the Node stay the same.
 """
 
-from .allocator import Allocator, CELCompiler, Stats, taint_prevents_allocation
+from .allocator import Allocator, CELCompiler, NodeDevicesCache, Stats, taint_prevents_allocation
 from .pools import Pool, PoolID, gather_pools, node_matches
 from .taintrules import apply_device_taint_rules
 from .types import (
@@ -64,6 +66,7 @@ __all__ = [
     "DeviceID",
     "FailedAllocationOnNodeError",
     "Features",
+    "NodeDevicesCache",
     "Pool",
     "PoolID",
     "SharedDeviceID",

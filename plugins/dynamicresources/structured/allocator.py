@@ -111,7 +111,7 @@ class _RequestData:
 class _Candidate:
     """One device of a usable pool as the search meets it; `index` is its place in search order."""
 
-    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice")
+    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice", "verdicts")
 
     def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
         self.index = index
@@ -121,6 +121,9 @@ class _Candidate:
         self.pool = pool
         self.has_capacity = bool(device.get("capacity"))
         self._cel_device: CELDevice | None = None
+        # Selector expression -> its verdict on this device (True, False or the CELError): a
+        # pure function of the two, kept as long as the candidate is (see NodeDevicesCache).
+        self.verdicts: dict[str, bool | CELError] = {}
 
     def cel_device(self) -> CELDevice:
         """The device as CEL sees it, converted once for every selector of every request."""
@@ -133,6 +136,56 @@ class _Candidate:
                 bool(device.get("allowMultipleAllocations")),
             )
         return self._cel_device
+
+    def matches(self, compiled: CompilationResult) -> bool:
+        """The selector's verdict on this device, evaluated once; CELError as `matches` raises it."""
+        verdict = self.verdicts.get(compiled.expression)
+        if verdict is None:
+            try:
+                verdict = compiled.matches(self.cel_device())
+            except CELError as exc:
+                verdict = exc
+            if len(self.verdicts) < _VERDICTS_PER_DEVICE:
+                self.verdicts[compiled.expression] = verdict
+        if isinstance(verdict, CELError):
+            raise verdict
+        return verdict
+
+
+# Nodes whose devices NodeDevicesCache keeps at most.
+_CACHED_NODES = 50_000
+# Distinct selectors whose verdicts one device keeps (a cluster has a handful of classes).
+_VERDICTS_PER_DEVICE = 64
+
+
+class NodeDevicesCache:
+    """What one node's allocation starts from, kept across scheduling cycles while the slices
+    (the same list object: the caller builds a new one when a slice or taint rule changes), the
+    features and the Node object stay the same: the slices split by node, each node's pools
+    (GatherPools) and its candidates in search order, with their CEL conversions and verdicts.
+    An AllocatedState is never kept: which devices are taken is read anew in every cycle."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Sequence[Raw], Features] | None = None
+        self.slices_on_node: dict[str, list[Raw]] = {}
+        self.slices_shared: list[Raw] = []
+        self.nodes: dict[str, tuple[Node, list[Pool], list[_Candidate]]] = {}
+
+    def use(self, slices: Sequence[Raw], features: Features) -> None:
+        """Start over unless these are the slices and features of the last call."""
+        key = self._key
+        if key is not None and key[0] is slices and key[1] == features:
+            return
+        self._key = (slices, features)  # holds the list: its identity cannot be reused meanwhile
+        self.nodes = {}
+        self.slices_on_node = {}
+        self.slices_shared = []
+        for slice_ in slices:
+            node_name = (slice_.get("spec") or {}).get("nodeName") or ""
+            if node_name:
+                self.slices_on_node.setdefault(node_name, []).append(slice_)
+            else:
+                self.slices_shared.append(slice_)
 
 
 @dataclass(slots=True)
@@ -202,6 +255,7 @@ class Allocator:
         classes: Mapping[str, Raw],
         slices: Sequence[Raw],
         cel: CELCompiler,
+        cache: NodeDevicesCache | None = None,
     ) -> None:
         unsupported = features.gate_names() - SUPPORTED_FEATURES.gate_names()
         if unsupported:
@@ -213,15 +267,9 @@ class Allocator:
         self.allocated_state = allocated_state
         self.classes = classes
         self.cel = cel
-        self.all_slices = list(slices)
-        self.slices_on_node: dict[str, list[Raw]] = {}
-        self.slices_shared: list[Raw] = []
-        for slice_ in self.all_slices:
-            node_name = (slice_.get("spec") or {}).get("nodeName") or ""
-            if node_name:
-                self.slices_on_node.setdefault(node_name, []).append(slice_)
-            else:
-                self.slices_shared.append(slice_)
+        self.all_slices = slices
+        self.cache = cache if cache is not None else NodeDevicesCache()
+        self.cache.use(slices, features)
         # Counters left per pool once allocated devices are subtracted; fixed for this allocator.
         self.available_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.overdrawn_pools: set[PoolID] = set()
@@ -261,19 +309,7 @@ class _Run:
     # ---- set-up --------------------------------------------------------------------------
 
     def allocate(self) -> list[dict[str, Any]] | None:
-        a = self.a
-        slices_for_node = a.slices_on_node.get(self.node.name, []) + a.slices_shared
-        try:
-            self.pools = gather_pools(slices_for_node, self.node, self.features, a.all_slices)
-        except AllocatorError as exc:
-            raise AllocatorError(f"gather pool information: {exc}") from exc
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid:
-                continue  # Nothing is allocated from them, but other pools may still do.
-            for slice_ in pool.device_slices:
-                for device in (slice_.get("spec") or {}).get("devices") or ():
-                    device_id = DeviceID(pool.id.driver, pool.id.pool, str(device.get("name") or ""))
-                    self.candidates.append(_Candidate(len(self.candidates), device_id, device, slice_, pool))
+        self.pools, self.candidates = self._node_devices()
 
         for claim_index, claim in enumerate(self.claims):
             self._check_claim(claim_index, claim)
@@ -291,6 +327,32 @@ class _Run:
                 raise FailedAllocationOnNodeError("invalid resource pools were encountered")
             return None
         return [self._result(i, claim) for i, claim in enumerate(self.claims)]
+
+    def _node_devices(self) -> tuple[list[Pool], list[_Candidate]]:
+        """The node's pools and their devices in search order, from the cache when the node is
+        the one they were gathered for. Read-only from here on."""
+        a, node = self.a, self.node
+        cache = a.cache
+        cached = cache.nodes.get(node.name)
+        if cached is not None and cached[0] is node:
+            return cached[1], cached[2]
+        slices_for_node = cache.slices_on_node.get(node.name, []) + cache.slices_shared
+        try:
+            pools = gather_pools(slices_for_node, node, self.features, a.all_slices)
+        except AllocatorError as exc:
+            raise AllocatorError(f"gather pool information: {exc}") from exc
+        candidates: list[_Candidate] = []
+        for pool in pools:
+            if pool.incomplete or pool.invalid:
+                continue  # Nothing is allocated from them, but other pools may still do.
+            for slice_ in pool.device_slices:
+                for device in (slice_.get("spec") or {}).get("devices") or ():
+                    device_id = DeviceID(pool.id.driver, pool.id.pool, str(device.get("name") or ""))
+                    candidates.append(_Candidate(len(candidates), device_id, device, slice_, pool))
+        if len(cache.nodes) >= _CACHED_NODES:
+            cache.nodes.clear()  # names of nodes long gone, when slices stayed put that long
+        cache.nodes[node.name] = (node, pools, candidates)
+        return pools, candidates
 
     def _check_claim(self, claim_index: int, claim: Raw) -> None:
         name = klog_name(claim)
@@ -589,7 +651,7 @@ class _Run:
             if compiled.error is not None:
                 raise AllocatorError(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
             try:
-                matches = compiled.matches(candidate.cel_device())
+                matches = candidate.matches(compiled)
             except CELError as exc:
                 raise AllocatorError(
                     f"{owner}: selector #{i} on device {candidate.id}: "

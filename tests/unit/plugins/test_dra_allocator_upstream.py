@@ -14,6 +14,7 @@ real lister (and we) say `deviceclass.resource.k8s.io "<name>" not found`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from decimal import Decimal
@@ -30,6 +31,7 @@ from plugins.dynamicresources.structured import (
     DeviceID,
     FailedAllocationOnNodeError,
     Features,
+    NodeDevicesCache,
     SharedDeviceID,
 )
 from scheduler.model.objects import Node
@@ -178,11 +180,18 @@ def test_differential_scenario(name: str) -> None:
         state.add_consumed_capacity(
             DeviceID(driver, pool, device), {key: parse(value).exact for key, value in consumed.items()}
         )
-    allocator = Allocator(
-        Features.from_gate_names(set(scenario_["features"])), state, classes, scenario_["slices"], compile_expression
-    )
-    for node, upstream in zip(scenario_["nodes"], DIFFERENTIAL["outcomes"][name], strict=True):
-        raw_node = Node.from_raw({"metadata": {"name": node["name"], "labels": node["labels"]}})
+    features = Features.from_gate_names(set(scenario_["features"]))
+    nodes = [Node.from_raw({"metadata": {"name": n["name"], "labels": n["labels"]}}) for n in scenario_["nodes"]]
+    # Every node's pools, devices and selector verdicts come from a cache an earlier cycle filled
+    # (nothing allocated then): it must not carry over anything that depends on what is taken.
+    cache = NodeDevicesCache()
+    warm_up = Allocator(features, AllocatedState(), classes, scenario_["slices"], compile_expression, cache=cache)
+    for raw_node in nodes:
+        # Its outcome is not the point: the one checked below is, against the real allocated state.
+        with contextlib.suppress(AllocatorError):
+            warm_up.allocate(raw_node, scenario_["claims"])
+    allocator = Allocator(features, state, classes, scenario_["slices"], compile_expression, cache=cache)
+    for node, raw_node, upstream in zip(scenario_["nodes"], nodes, DIFFERENTIAL["outcomes"][name], strict=True):
         if upstream.get("error"):
             with pytest.raises(AllocatorError) as raised:
                 allocator.allocate(raw_node, scenario_["claims"])
@@ -199,3 +208,29 @@ def test_the_differential_corpus_reaches_every_outcome() -> None:
     fits = sum(o["results"] is not None for o in outcomes)
     errors = sum(bool(o.get("error")) for o in outcomes)
     assert fits >= 100 and errors >= 30 and len(outcomes) - fits - errors >= 100
+
+
+def test_the_node_devices_cache_is_kept_while_slices_and_node_stay() -> None:
+    scenario_ = next(
+        s for s in SCENARIOS.values() if s["slices"] and not DIFFERENTIAL["outcomes"][s["name"]][0].get("error")
+    )
+    classes = {device_class["metadata"]["name"]: device_class for device_class in scenario_["classes"]}
+    features = Features.from_gate_names(set(scenario_["features"]))
+    first = scenario_["nodes"][0]
+    node = Node.from_raw({"metadata": {"name": first["name"], "labels": first["labels"]}})
+    cache = NodeDevicesCache()
+    slices = scenario_["slices"]
+
+    def gathered(slices_: list[Any], node_: Node) -> Any:
+        Allocator(features, AllocatedState(), classes, slices_, compile_expression, cache=cache).allocate(
+            node_, scenario_["claims"]
+        )
+        return cache.nodes[node_.name]
+
+    kept = gathered(slices, node)
+    assert gathered(slices, node) is kept
+    # A new Node object (an update) or a new slices list (a slice changed) gathers again.
+    updated = Node.from_raw({"metadata": {"name": first["name"], "labels": first["labels"]}})
+    assert gathered(slices, updated) is not kept
+    again = gathered(list(slices), updated)
+    assert again[0] is updated and again is not kept
