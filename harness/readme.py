@@ -216,6 +216,38 @@ def block_bench_summary(root: Path, args: Mapping[str, str]) -> str:
     return text
 
 
+BENCH_NOTES = "bench-results/behind.json"
+
+
+def block_bench_behind(root: Path, args: Mapping[str, str]) -> str:
+    """Every latest full-size pair where ours trails kube-scheduler (throughput below it or CPU per
+    pod above it), with where the time goes and the next step from bench-results/behind.json
+    (workload or case -> {"profile": ..., "next": ...}); a pair behind without a note is an error."""
+    notes_path = root / BENCH_NOTES
+    notes: Mapping[str, Mapping[str, str]] = json.loads(notes_path.read_text()) if notes_path.exists() else {}
+    lines = [
+        "| upstream workload | ours ÷ kube pods/s | CPU ms/pod ours / kube | where the time goes | next step |",
+        "|---|--:|--:|---|---|",
+    ]
+    missing = []
+    for workload, f in latest_pairs(bench_files(root), _split(args.get("workloads", ""))):
+        ours, kube, _ = f.pair(workload) or _never()
+        ratio = ours["throughput_avg"] / kube["throughput_avg"]
+        if ratio >= 1 and ours["cpu_ms_per_pod"] <= kube["cpu_ms_per_pod"]:
+            continue
+        note = notes.get(workload) or notes.get(workload.split("/", maxsplit=1)[0])
+        if note is None:
+            missing.append(workload)
+            continue
+        lines.append(
+            f"| {workload} | {ratio:.2f} | {ours['cpu_ms_per_pod']:.2f} / {kube['cpu_ms_per_pod']:.2f} "
+            f"| {note['profile']} | {note['next']} |"
+        )
+    if missing:
+        raise ReadmeError(f"{BENCH_NOTES}: no note (profile, next step) for {', '.join(missing)}")
+    return "\n".join(lines)
+
+
 def _extreme(workload: str, chosen: BenchFile, files: Sequence[BenchFile]) -> tuple[str, str] | None:
     """("highest" | "lowest", description) when the chosen run's ours ÷ kube-scheduler is at one end
     of all the full-size pairs of `workload` (two runs or more), naming kube-scheduler's slowest or
@@ -535,6 +567,7 @@ INPUTS = (
     README,
     "bench-results/*-upstream-*/results*.json",
     "bench-results/*-upstream-*/profile-*.txt",
+    BENCH_NOTES,
     FAULTS_JSON,
     PARTITION_MD,
     AGREEMENT_MD,
@@ -557,6 +590,7 @@ BLOCKS: dict[str, Callable[[Path, Mapping[str, str]], str]] = {
     "bench-latest": block_bench_latest,
     "bench-summary": block_bench_summary,
     "bench-runs": block_bench_runs,
+    "bench-behind": block_bench_behind,
     "bench-ab": block_bench_ab,
     "scaling": block_scaling,
     "profile": block_profile,

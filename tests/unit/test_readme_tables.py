@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -228,3 +229,25 @@ def test_agreement_counts_come_from_the_rows_and_name_what_does_not_agree(tmp_pa
 def test_an_unknown_block_is_an_error() -> None:
     with pytest.raises(ReadmeError, match="unknown block generated:nope"):
         render("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", AS_FOUND)
+
+
+def test_a_pair_behind_kube_needs_a_note_and_shows_it(tmp_path: Path) -> None:
+    ahead, behind, costly = "SchedulingBasic/5000Nodes_10000Pods", W, "TopologySpreading/5000Nodes_5000Pods"
+    rows = [
+        _row(ahead, "ours", 300, cpu=1.0),
+        _row(ahead, "kube", 200, cpu=2.0),
+        _row(behind, "ours", 100, cpu=1.0),
+        _row(behind, "kube", 200, cpu=2.0),
+        _row(costly, "ours", 300, cpu=3.0),
+        _row(costly, "kube", 200, cpu=2.0),
+    ]
+    _bench(tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", rows)
+    block = "<!-- BEGIN generated:bench-behind -->\n<!-- END generated:bench-behind -->\n"
+    with pytest.raises(ReadmeError, match=f"no note .* for {re.escape(behind)}, {re.escape(costly)}"):
+        render(block, tmp_path)
+    notes = {behind: {"profile": "P1", "next": "N1"}, "TopologySpreading": {"profile": "P2", "next": "N2"}}
+    (tmp_path / "bench-results" / "behind.json").write_text(json.dumps(notes))
+    rendered = render(block, tmp_path)
+    assert f"| {behind} | 0.50 | 1.00 / 2.00 | P1 | N1 |" in rendered
+    assert f"| {costly} | 1.50 | 3.00 / 2.00 | P2 | N2 |" in rendered
+    assert ahead not in rendered
