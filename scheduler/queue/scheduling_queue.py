@@ -80,6 +80,38 @@ def _run_hint(
     return hint_result
 
 
+class _Covering:
+    """For one incoming event: which registrations of a profile's plugin cover it (kube's
+    MatchClusterEvents), worked out once per plugin rather than once per waiting pod."""
+
+    __slots__ = ("_event", "_gates", "_rejectors")
+
+    def __init__(self, event: ClusterEvent) -> None:
+        self._event = event
+        self._rejectors: dict[tuple[int, str], tuple[ClusterEventWithHint, ...]] = {}
+        self._gates: dict[tuple[int, str], bool] = {}
+
+    def _matching(self, registered: Iterable[ClusterEventWithHint]) -> tuple[ClusterEventWithHint, ...]:
+        return tuple(r for r in registered if r.event.matches(self._event))
+
+    def of(self, profile: QueueProfile, plugin: str) -> tuple[ClusterEventWithHint, ...]:
+        """The rejecting plugin's registrations that cover the event (one that registered nothing
+        is woken by every event)."""
+        key = (id(profile), plugin)
+        found = self._rejectors.get(key)
+        if found is None:
+            found = self._rejectors[key] = self._matching(profile.events.get(plugin, (WILDCARD_EVENT,)))
+        return found
+
+    def gate(self, profile: QueueProfile, plugin: str) -> bool:
+        """Whether the plugin gating a pod registered the event (kube re-runs PreEnqueue then)."""
+        key = (id(profile), plugin)
+        found = self._gates.get(key)
+        if found is None:
+            found = self._gates[key] = bool(self._matching(profile.events.get(plugin, ())))
+        return found
+
+
 class Strategy(enum.IntEnum):
     """kube's queueingStrategy: what an event means for a waiting pod (higher wins)."""
 
@@ -483,18 +515,25 @@ class PriorityQueue:
         return event.is_wildcard or any(registered.matches(event) for registered in self._registered)
 
     def _worth_requeuing(
-        self, info: QueuedPodInfo, event: ClusterEvent, old: EventObject | None, new: EventObject | None
+        self,
+        info: QueuedPodInfo,
+        event: ClusterEvent,
+        old: EventObject | None,
+        new: EventObject | None,
+        covering: _Covering | None = None,
     ) -> Strategy:
-        """What `event` means for the pod, by its rejecting plugins' registered events and hints."""
+        """What `event` means for the pod, by its rejecting plugins' registered events and hints.
+
+        `covering` carries, across the pods of one event, which registrations of a plugin match it."""
         plugins = info.pending_plugins | info.unschedulable_plugins
         if not plugins or event.is_wildcard:
             return Strategy.AFTER_BACKOFF
-        events = self._profile(info.pod).events
+        if covering is None:
+            covering = _Covering(event)
+        profile = self._profile(info.pod)
         strategy = Strategy.SKIP
         for plugin in plugins:
-            for registered in events.get(plugin, (WILDCARD_EVENT,)):
-                if not registered.event.matches(event):
-                    continue
+            for registered in covering.of(profile, plugin):
                 try:
                     hint = (
                         QueueingHint.QUEUE
@@ -534,12 +573,17 @@ class PriorityQueue:
         if not self.is_event_of_interest(event):
             return 0
         moved = 0
+        covering = _Covering(event)
         for uid, info in list(self._unschedulable.items()):
-            if info.gated and event is not FORCE_ACTIVATE and not self._gating_plugin_registered(info, event):
+            if (
+                info.gated
+                and event is not FORCE_ACTIVATE
+                and not covering.gate(self._profile(info.pod), info.gating_plugin)
+            ):
                 continue
             if pre_check is not None and not pre_check(info.pod):
                 continue
-            strategy = self._worth_requeuing(info, event, old, new)
+            strategy = self._worth_requeuing(info, event, old, new, covering)
             if strategy != Strategy.SKIP:
                 del self._unschedulable[uid]
                 self._requeue(info, event.label, strategy)
@@ -549,11 +593,6 @@ class PriorityQueue:
         if moved:
             self._update_gauges()
         return moved
-
-    def _gating_plugin_registered(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
-        """Whether the plugin gating the pod registered this event (kube re-runs PreEnqueue then)."""
-        events = self._profile(info.pod).events.get(info.gating_plugin, ())
-        return any(registered.event.matches(event) for registered in events)
 
     def flush_backoff_completed(self) -> int:
         """Move pods whose backoff expired to activeQ (runs every second)."""
