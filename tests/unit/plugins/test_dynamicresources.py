@@ -484,3 +484,72 @@ def test_the_plugin_allocates_with_v1_37_2s_default_gates_not_the_allocators_tes
     options = allocator_features(FeatureGates())
     assert options.fractional_capacity_range is False  # beta, off below min-compatibility 1.37
     assert options.consumable_capacity and options.partitionable_devices and options.device_taints
+
+
+def _reference_claim_hint(cluster: Any, pod: Any, old: Any, new: Any) -> QueueingHint:
+    """The hint without its cheap pre-check: resolve the pod's claims for every event."""
+    from plugins.dynamicresources.claims import ClaimProblem, pod_resource_claims
+    from scheduler.framework.dra import allocation_of, uid_of
+
+    if new is None:
+        return QueueingHint.SKIP if old is None or allocation_of(old) is None else QueueingHint.QUEUE
+    try:
+        claims = pod_resource_claims(pod, cluster.informers.dra.claims)
+    except ClaimProblem:
+        return QueueingHint.SKIP
+    if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
+        return QueueingHint.QUEUE
+    if not any(uid_of(c) == uid_of(new) for c in claims):
+        return QueueingHint.SKIP
+    if old is None:
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP if (old.get("status") or {}) == (new.get("status") or {}) else QueueingHint.QUEUE
+
+
+def test_claim_hint_pre_check_never_changes_the_answer() -> None:
+    import random
+
+    rng = random.Random(20261202)
+    cluster = Cluster()
+    plugin = dynamicresources.DynamicResources(parse_args({}), cluster.sched.frameworks[NAME].handle)
+    (hint,) = [e.hint for e in plugin.events_to_register() if e.event.resource.value.endswith("ResourceClaim")]
+    assert hint is not None
+    names = ["a", "b", "c"]
+    stored = []
+    for name in names:
+        for namespace in ("default", "other"):
+            made = claim(name, namespace=namespace)
+            made["metadata"]["uid"] = f"uid-{namespace}-{name}"
+            cluster.add(RESOURCE_CLAIM, made)
+            stored.append(made)
+    allocated_status = {"allocation": {"devices": {"results": []}}}
+    outcomes: set[QueueingHint] = set()
+    for i in range(400):
+        builder = pod_with_claims(f"p{i}", *rng.sample(names, rng.randint(0, 2)))
+        pod = builder.obj()
+        if rng.random() < 0.5 and pod.spec.get("resourceClaims"):
+            # A template entry, its claim named in the status (or not yet).
+            entry = pod.spec["resourceClaims"][0]
+            entry.pop("resourceClaimName")
+            entry["resourceClaimTemplateName"] = "t"
+            if rng.random() < 0.7:
+                pod.raw.setdefault("status", {})["resourceClaimStatuses"] = [
+                    {"name": entry["name"], "resourceClaimName": rng.choice(names)}
+                ]
+        base = copy.deepcopy(rng.choice(stored))
+        statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses")
+        if statuses and rng.random() < 0.6:
+            # The template's claim, made for this pod: the only way such a pod's hint says Queue.
+            base = claim(statuses[0]["resourceClaimName"])
+            base["metadata"]["uid"] = f"uid-default-{statuses[0]['resourceClaimName']}"
+            base["metadata"]["ownerReferences"] = [{"uid": pod.uid, "controller": True, "kind": "Pod"}]
+            cluster.add(RESOURCE_CLAIM, copy.deepcopy(base))
+        if rng.random() < 0.3:
+            base["metadata"]["uid"] = "uid-replaced"
+        old_status, new_status = rng.choice([({}, {}), ({}, allocated_status), (allocated_status, {})])
+        old = None if rng.random() < 0.3 else {**base, "status": old_status}
+        new = None if rng.random() < 0.1 else {**base, "status": new_status}
+        want = _reference_claim_hint(cluster, pod, old, new)
+        assert hint(pod, old, new) == want, (pod.spec, old, new)
+        outcomes.add(want)
+    assert outcomes == {QueueingHint.QUEUE, QueueingHint.SKIP}
