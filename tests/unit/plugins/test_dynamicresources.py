@@ -522,7 +522,7 @@ def test_claim_hint_pre_check_never_changes_the_answer() -> None:
             made["metadata"]["uid"] = f"uid-{namespace}-{name}"
             cluster.add(RESOURCE_CLAIM, made)
             stored.append(made)
-    allocated_status = {"allocation": {"devices": {"results": []}}}
+    allocated_status: dict[str, Any] = {"allocation": {"devices": {"results": []}}}
     outcomes: set[QueueingHint] = set()
     for i in range(400):
         builder = pod_with_claims(f"p{i}", *rng.sample(names, rng.randint(0, 2)))
