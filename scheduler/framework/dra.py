@@ -211,8 +211,14 @@ class ClaimTracker:
         self._shared.subtract(old.shared)
         self._devices.update(new.devices)
         self._shared.update(new.shared)
-        self._devices = +self._devices  # drop zero counts
-        self._shared = +self._shared
+        # Drop the counts that fell to zero: only what the old holdings named can have (copying the
+        # whole counter instead made every claim update cost as much as all devices held).
+        for device in old.devices:
+            if self._devices.get(device, 0) <= 0:
+                self._devices.pop(device, None)
+        for share in old.shared:
+            if self._shared.get(share, 0) <= 0:
+                self._shared.pop(share, None)
         if new.devices or new.shared:
             self._held[key] = new
         else:

@@ -133,3 +133,22 @@ def test_slices_generation_moves_with_slices_and_rules_only() -> None:
     manager.upsert(DEVICE_TAINT_RULE, {"metadata": {"name": "r"}, "spec": {}})
     assert manager.slices_generation == start + 2
     assert [s["metadata"]["name"] for s in manager.resource_slices()] == ["s"]
+
+
+def test_allocated_devices_follow_any_sequence_of_claim_changes() -> None:
+    import random
+
+    rng = random.Random(7)
+    manager = DraManager()
+    current: dict[str, list[str]] = {}  # claim -> devices its latest version holds
+    for rv in range(1, 400):
+        name = rng.choice("abcdef")
+        if rng.random() < 0.2:
+            manager.delete(RESOURCE_CLAIM, claim(name, rv))
+            current.pop(name, None)
+            continue
+        devices = rng.sample(["g0", "g1", "g2", "g3"], rng.randint(0, 2))
+        manager.upsert(RESOURCE_CLAIM, claim(name, rv, *(result(d) for d in devices)))
+        current[name] = devices
+        want = {("d", "p", d) for held in current.values() for d in held}
+        assert manager.claims.allocated_state().devices == want, (rv, current)
