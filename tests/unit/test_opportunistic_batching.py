@@ -1,0 +1,447 @@
+"""OpportunisticBatching: signatures, node hints and flushes, end to end against the fake client,
+and placements equal to the gate-off runs on random small clusters."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.workload import registry_value
+from scheduler import metrics
+from scheduler.api.fake import FakeApiClient
+from scheduler.app import build_scheduler, full_registry
+from scheduler.config import SchedulerConfig, default_config, parse_config
+from scheduler.features import FeatureGates
+from scheduler.framework.batch import OpportunisticBatch, SortedScoredNodes
+from scheduler.framework.signing import SignFragment
+from scheduler.framework.table import IntArray
+from scheduler.framework.types import CycleState, NodeInfo, Status
+from scheduler.informers import Informers
+from scheduler.model.objects import Pod
+from scheduler.schedule_one import Scheduler
+from scheduler.testing.builders import make_node, make_pod, node_info
+
+NAME = "batching"
+BASE = "example.com/base"
+DISABLED = [{"name": "PodTopologySpread"}, {"name": "InterPodAffinity"}]
+
+
+class NodeRank:
+    """A node-local score: the node's base label minus the pods on it. With bases that are distinct
+    multiples of 10 and fewer than 10 pods per node, no two nodes ever tie."""
+
+    name = "NodeRank"
+
+    def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        node = node_info.node
+        assert node is not None
+        return int(node.labels[BASE]) - len(node_info.pods), None
+
+    def score_extensions(self) -> None:
+        return None
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return (), None
+
+
+def registry() -> Any:
+    reg = full_registry()
+
+    def new(args: Mapping[str, Any], handle: Any) -> NodeRank:
+        return NodeRank()
+
+    reg.register(NodeRank.name, new)
+    return reg
+
+
+def config(gate: bool, plugins: Mapping[str, Any] | None = None, args: list[Any] | None = None) -> SchedulerConfig:
+    profile: dict[str, Any] = {
+        "schedulerName": NAME,
+        "plugins": plugins
+        or {
+            "multiPoint": {"disabled": DISABLED},
+            "score": {"disabled": [{"name": "*"}], "enabled": [{"name": NodeRank.name, "weight": 1}]},
+        },
+    }
+    if args:
+        profile["pluginConfig"] = args
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+    return dataclasses.replace(parse_config(raw), feature_gates=FeatureGates({"OpportunisticBatching": gate}))
+
+
+def setup(cfg: SchedulerConfig) -> tuple[Scheduler, Informers, FakeApiClient]:
+    client = FakeApiClient()
+    sched = build_scheduler(cfg, registry(), client, {})
+    sched.rng = random.Random(5)
+    return sched, Informers(sched), client
+
+
+def raw_node(name: str, base: int, cpu: int = 4, taint: bool = False, unschedulable: bool = False) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1", "labels": {BASE: str(base)}},
+        "spec": {"unschedulable": unschedulable},
+        "status": {"allocatable": {"cpu": str(cpu), "memory": "32Gi", "pods": "110"}},
+    }
+    if taint:
+        node["spec"]["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    return node
+
+
+def raw_pod(name: str, cpu: int = 1, scheduler: str = NAME, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "labels": {"a": "b"},
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "image": "img", "resources": {"requests": {"cpu": str(cpu)}}}],
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+async def run_queue(sched: Scheduler) -> None:
+    while (info := sched.queue.pop_nowait()) is not None:
+        sched.schedule_one(info)
+        await asyncio.sleep(0)
+    await sched.drain()
+
+
+def attempts(result: str, profile: str = NAME) -> float:
+    return registry_value(metrics.REGISTRY, "scheduler_batch_attempts_total", profile=profile, result=result)
+
+
+def flushed(reason: str) -> float:
+    return registry_value(metrics.REGISTRY, "scheduler_batch_cache_flushed_total", profile=NAME, reason=reason)
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[Scheduler, Informers, FakeApiClient]]:
+    sched, inf, client = setup(config(True))
+    for name, base in (("a", 30), ("b", 20), ("c", 10)):
+        inf.on_node("ADDED", raw_node(name, base, cpu=2))
+    yield sched, inf, client
+
+
+# ---- signatures ----------------------------------------------------------------------------
+
+
+def test_default_profile_signs_no_pod() -> None:
+    # PodTopologySpread's system default constraints make every pod unsignable, as in kube.
+    sched, inf, _ = setup(default_config())
+    [(profile, fw)] = sched.frameworks.items()
+    # Every plugin of the default profile can sign: the profile batches, its pods cannot.
+    assert fw.batch is not None and fw.signers is not None
+    inf.on_pod("ADDED", raw_pod("p", scheduler=profile))
+    info = sched.queue.get("uid-p")
+    assert info is not None and info.signature is None
+
+
+def test_gate_off_builds_no_batch_and_signs_nothing() -> None:
+    sched, inf, _ = setup(config(False))
+    fw = sched.frameworks[NAME]
+    assert fw.batch is None and fw.signers is None
+    inf.on_pod("ADDED", raw_pod("p"))
+    info = sched.queue.get("uid-p")
+    assert info is not None and info.signature is None
+
+
+def test_identical_pods_share_a_signature_and_differences_show() -> None:
+    sched, _, _ = setup(config(True))
+    fw = sched.frameworks[NAME]
+    assert fw.signers is not None
+    sign = fw.sign_pod
+    base = sign(Pod.from_raw(raw_pod("p1")))
+    assert base is not None
+    assert sign(Pod.from_raw(raw_pod("p2"))) == base
+    # Volumes from ConfigMaps and Secrets never affect placement.
+    config_volume = {"name": "cfg", "configMap": {"name": "p2-config"}}
+    assert sign(Pod.from_raw(raw_pod("p2", volumes=[config_volume]))) == base
+    different = [
+        raw_pod("q", cpu=2),
+        raw_pod("q", nodeSelector={"zone": "z1"}),
+        raw_pod("q", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+        raw_pod("q", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]),
+        make_pod("q", "ns").label("a", "b").req(cpu="1").spec(schedulerName=NAME).host_port(8080).obj().raw,
+    ]
+    for raw in different:
+        assert sign(Pod.from_raw(raw)) not in (None, base), raw["spec"]
+    # Without InterPodAffinity in the profile, labels do not matter.
+    relabelled = raw_pod("q")
+    relabelled["metadata"]["labels"] = {"a": "c"}
+    assert sign(Pod.from_raw(relabelled)) == base
+
+
+def test_pod_affinity_makes_a_pod_unsignable_where_interpodaffinity_runs() -> None:
+    plugins = {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": NodeRank.name}]}}
+    args = [{"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}]
+    sched, _, _ = setup(config(True, plugins, args))
+    sign = sched.frameworks[NAME].sign_pod
+    base = sign(Pod.from_raw(raw_pod("p")))
+    assert base is not None
+    # Labels count, with the namespace: existing pods' anti-affinity terms select by both.
+    relabelled = raw_pod("q")
+    relabelled["metadata"]["labels"] = {"a": "c"}
+    assert sign(Pod.from_raw(relabelled)) not in (None, base)
+    moved = raw_pod("q")
+    moved["metadata"]["namespace"] = "other"
+    assert sign(Pod.from_raw(moved)) not in (None, base)
+    term = {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}
+    assert (
+        sign(
+            Pod.from_raw(
+                raw_pod("p", affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+            )
+        )
+        is None
+    )
+    constraint = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    assert sign(Pod.from_raw(raw_pod("p", topologySpreadConstraints=[constraint]))) is None
+
+
+def test_queue_signs_again_when_the_pod_changes() -> None:
+    sched, inf, _ = setup(config(True))
+    old = raw_pod("p")
+    inf.on_pod("ADDED", old)
+    info = sched.queue.get("uid-p")
+    assert info is not None
+    before = info.signature
+    new = raw_pod("p", cpu=3)
+    new["metadata"]["resourceVersion"] = "2"
+    inf.on_pod("MODIFIED", new)
+    after = sched.queue.get("uid-p")
+    assert after is not None and after.signature not in (None, before)
+
+
+# ---- hints ---------------------------------------------------------------------------------
+
+
+async def run_pods(cfg: SchedulerConfig, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[str, str]:
+    sched, inf, client = setup(cfg)
+    for node in nodes:
+        inf.on_node("ADDED", node)
+    for pod in pods:
+        inf.on_pod("ADDED", pod)
+    await run_queue(sched)
+    return dict(client.bindings)
+
+
+async def test_identical_pods_take_hints_and_land_where_they_would_without() -> None:
+    nodes = [raw_node("a", 30, cpu=2), raw_node("b", 20, cpu=3), raw_node("c", 10, cpu=4)]
+    pods = [raw_pod(f"p{i}") for i in range(8)]
+    used, not_used = attempts(metrics.BATCH_HINT_USED), attempts(metrics.BATCH_HINT_NOT_USED)
+    rescored = registry_value(metrics.REGISTRY, "scheduler_batch_rescore_attempts_total", profile=NAME)
+    with_batching = await run_pods(config(True), nodes, pods)
+    hints_used = attempts(metrics.BATCH_HINT_USED) - used
+    # p0 scores all nodes; p1-p5 go to their hints (a, b, b, b, c) until the kept list is used up;
+    # p6 and p7 find only c feasible, a cycle that keeps nothing.
+    assert hints_used == 5
+    assert attempts(metrics.BATCH_HINT_NOT_USED) == not_used
+    assert registry_value(metrics.REGISTRY, "scheduler_batch_rescore_attempts_total", profile=NAME) > rescored
+    assert with_batching == await run_pods(config(False), nodes, pods)
+    assert attempts(metrics.BATCH_HINT_USED) - used == hints_used  # the gate-off run gave none
+    assert sorted(with_batching.values()) == ["a", "a", "b", "b", "b", "c", "c", "c"]
+
+
+async def test_one_feasible_node_stores_an_empty_list(cluster: tuple[Scheduler, Informers, FakeApiClient]) -> None:
+    sched, inf, client = cluster
+    before = flushed(metrics.FLUSH_EMPTY_LIST)
+    inf.on_pod("ADDED", raw_pod("p", nodeSelector={BASE: "20"}))
+    await run_queue(sched)
+    assert client.bindings == {"ns/p": "b"}
+    assert flushed(metrics.FLUSH_EMPTY_LIST) == before + 1
+    batch = sched.frameworks[NAME].batch
+    assert batch is not None and batch.batch is None
+
+
+async def one_by_one(sched: Scheduler, inf: Informers, *pods: dict[str, Any]) -> None:
+    for pod in pods:
+        inf.on_pod("ADDED", pod)
+        await run_queue(sched)
+
+
+async def test_a_different_pod_then_a_skipped_cycle_flush(cluster: tuple[Scheduler, Informers, FakeApiClient]) -> None:
+    sched, inf, client = cluster
+    incompatible, skipped = flushed(metrics.FLUSH_POD_INCOMPATIBLE), flushed(metrics.FLUSH_POD_SKIPPED)
+    # q differs and fits nowhere: its cycle stores nothing, so p2's cycle does not follow p1's.
+    await one_by_one(sched, inf, raw_pod("p1"), raw_pod("q", nodeSelector={BASE: "none"}), raw_pod("p2"))
+    assert flushed(metrics.FLUSH_POD_INCOMPATIBLE) == incompatible + 1
+    assert flushed(metrics.FLUSH_POD_SKIPPED) == skipped + 1
+    assert client.bindings == {"ns/p1": "a", "ns/p2": "a"}
+
+
+async def test_a_nominated_pod_bypasses_the_batch(cluster: tuple[Scheduler, Informers, FakeApiClient]) -> None:
+    sched, inf, client = cluster
+    before = flushed(metrics.FLUSH_POD_NOMINATED)
+    nominated = raw_pod("p2")
+    nominated["status"]["nominatedNodeName"] = "c"
+    await one_by_one(sched, inf, raw_pod("p1"), nominated)
+    assert flushed(metrics.FLUSH_POD_NOMINATED) == before + 1
+    assert client.bindings == {"ns/p1": "a", "ns/p2": "c"}
+
+
+async def test_an_old_batch_expires(cluster: tuple[Scheduler, Informers, FakeApiClient]) -> None:
+    sched, inf, client = cluster
+    batch = sched.frameworks[NAME].batch
+    assert batch is not None
+    now = [100.0]
+    batch.clock = lambda: now[0]
+    before, used = flushed(metrics.FLUSH_EXPIRED), attempts(metrics.BATCH_HINT_USED)
+    await one_by_one(sched, inf, raw_pod("p1"))
+    now[0] += 0.4
+    await one_by_one(sched, inf, raw_pod("p2"))
+    assert attempts(metrics.BATCH_HINT_USED) == used + 1
+    now[0] += 0.6
+    await one_by_one(sched, inf, raw_pod("p3"))
+    assert flushed(metrics.FLUSH_EXPIRED) == before + 1
+    assert client.bindings == {"ns/p1": "a", "ns/p2": "a", "ns/p3": "b"}
+
+
+async def test_a_deleted_chosen_node_flushes(cluster: tuple[Scheduler, Informers, FakeApiClient]) -> None:
+    sched, inf, client = cluster
+    before = flushed(metrics.FLUSH_NODE_MISSING)
+    await one_by_one(sched, inf, raw_pod("p1"))
+    inf.on_node("DELETED", raw_node("a", 30, cpu=2))
+    await one_by_one(sched, inf, raw_pod("p2"))
+    assert flushed(metrics.FLUSH_NODE_MISSING) == before + 1
+    assert client.bindings == {"ns/p1": "a", "ns/p2": "b"}
+
+
+async def test_an_unsignable_pod_drops_the_batch() -> None:
+    plugins = {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": NodeRank.name}]}}
+    args = [{"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}]
+    sched, inf, client = setup(config(True, plugins, args))
+    for name, base in (("a", 30), ("b", 20), ("c", 10)):
+        inf.on_node("ADDED", raw_node(name, base, cpu=2))
+    before = flushed(metrics.FLUSH_POD_NOT_BATCHABLE)
+    constraint = {"maxSkew": 5, "topologyKey": BASE, "whenUnsatisfiable": "ScheduleAnyway"}
+    await one_by_one(sched, inf, raw_pod("p1", topologySpreadConstraints=[constraint]))
+    assert flushed(metrics.FLUSH_POD_NOT_BATCHABLE) == before + 1
+    batch = sched.frameworks[NAME].batch
+    assert batch is not None and batch.batch is None
+    assert list(client.bindings) == ["ns/p1"]
+
+
+async def test_random_clusters_place_pods_as_without_batching() -> None:
+    hints = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        count = rng.randint(2, 9)
+        nodes = [
+            raw_node(f"n{i}", base, cpu=rng.randint(1, 4), taint=rng.random() < 0.15, unschedulable=rng.random() < 0.1)
+            for i, base in enumerate(rng.sample(range(10, 101, 10), count))
+        ]
+        # Mostly one shape, now and then another, so batches are built, used, dropped and rebuilt.
+        pods = [raw_pod(f"p{i:02}", cpu=1 if rng.random() < 0.8 else 2) for i in range(rng.randint(1, 20))]
+        used = attempts(metrics.BATCH_HINT_USED)
+        with_batching = await run_pods(config(True), nodes, pods)
+        hints += int(attempts(metrics.BATCH_HINT_USED) - used)
+        assert with_batching == await run_pods(config(False), nodes, pods), f"seed {seed}"
+    assert hints > 50
+
+
+# ---- the batch module on its own: errors while refreshing --------------------------------------
+
+
+class FakeHandle:
+    profile_name = NAME
+
+    def __init__(self, infos: Sequence[NodeInfo]) -> None:
+        self.infos = {info.name: info for info in infos}
+        self.filter_status: Status | None = None
+        self.pre_score_status: Status | None = None
+        self.score_status: Status | None = None
+        self.normalize_status: Status | None = None
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self.infos.get(name)
+
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+        return self.filter_status
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        return self.pre_score_status
+
+    def raw_score_node(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[dict[str, int], Status | None]:
+        return {"S": 50}, self.score_status
+
+    def normalize_scores(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], raw: Mapping[str, IntArray]
+    ) -> tuple[IntArray, Status | None]:
+        return raw["S"].copy(), self.normalize_status
+
+
+def stored_batch(handle: FakeHandle) -> OpportunisticBatch:
+    batch = OpportunisticBatch(handle, generic_workload=False)
+    infos = list(handle.infos.values())
+    raw = {"S": np.array([90, 70, 30], np.int64)}
+    others = SortedScoredNodes(infos, raw, raw["S"].copy(), taken=0)
+    batch.store_schedule_results((("k", "v"),), "", infos[0].name, others, cycle=1)
+    return batch
+
+
+def three_nodes() -> list[NodeInfo]:
+    return [node_info(make_node(name).capacity(cpu="4")) for name in ("x", "y", "z")]
+
+
+@pytest.mark.parametrize(
+    ("field", "status", "reason"),
+    [
+        ("filter_status", Status.as_error(RuntimeError("boom")), metrics.FLUSH_FILTER_ERROR),
+        ("pre_score_status", Status.as_error(RuntimeError("boom")), metrics.FLUSH_PRESCORE_ERROR),
+        ("score_status", Status.as_error(RuntimeError("boom")), metrics.FLUSH_RESCORE_ERROR),
+        ("normalize_status", Status.as_error(RuntimeError("boom")), metrics.FLUSH_NORMALIZE_ERROR),
+    ],
+)
+def test_refresh_errors_give_no_hint(field: str, status: Status, reason: str) -> None:
+    handle = FakeHandle(three_nodes())
+    batch = stored_batch(handle)
+    setattr(handle, field, status)
+    before = flushed(reason)
+    pod = Pod.from_raw(raw_pod("p"))
+    assert batch.get_node_hint(pod, (("k", "v"),), False, CycleState(), cycle=2) == ""
+    assert flushed(reason) == before + 1
+
+
+def test_rescored_last_node_competes_with_the_kept_ones() -> None:
+    handle = FakeHandle(three_nodes())
+    batch = stored_batch(handle)
+    pod = Pod.from_raw(raw_pod("p"))
+    # x (chosen before) still fits and now scores 50: y (70) first, then x, then z (30).
+    assert batch.get_node_hint(pod, (("k", "v"),), False, CycleState(), cycle=2) == "y"
+    batch.store_schedule_results((("k", "v"),), "y", "y", None, cycle=2)
+    handle.filter_status = Status.unschedulable("full")
+    assert batch.get_node_hint(pod, (("k", "v"),), False, CycleState(), cycle=3) == "x"
+    batch.store_schedule_results((("k", "v"),), "x", "x", None, cycle=3)
+    assert batch.get_node_hint(pod, (("k", "v"),), False, CycleState(), cycle=4) == "z"
+    assert batch.batched_pods == 2
+
+
+def test_pod_group_members_share_a_cycle_only_with_generic_workload() -> None:
+    for generic_workload, hinted in ((False, ""), (True, "y")):
+        handle = FakeHandle(three_nodes())
+        handle.filter_status = Status.unschedulable("full")
+        batch = stored_batch(handle)
+        batch.generic_workload = generic_workload
+        pod = Pod.from_raw(raw_pod("p"))
+        assert batch.get_node_hint(pod, (("k", "v"),), False, CycleState(), cycle=1) == hinted
+
+
+def test_sorted_scored_nodes_pop_best_first_and_skip_the_taken_one() -> None:
+    infos = three_nodes()
+    totals = np.array([5, 9, 7], np.int64)
+    nodes = SortedScoredNodes(infos, {}, totals, taken=1)
+    assert len(nodes) == 2
+    assert [nodes.pop(), nodes.pop()] == ["z", "x"]
+    assert len(nodes) == 0
