@@ -323,10 +323,10 @@ class Scheduler:
                 batch.store_schedule_results(signature, hint, feasible[0].name, None, self.queue.scheduling_cycle)
             return ScheduleResult(feasible[0].name, evaluated, 1)
         raw: dict[str, IntArray] | None = {} if batch is not None and signature is not None else None
-        totals = self.prioritize_nodes(fw, state, pod, feasible, raw)
+        totals, rows = self._prioritize(fw, state, pod, feasible, raw)
         best = select_best(totals, self.rng)
         if batch is not None:
-            others = SortedScoredNodes(feasible, raw or {}, totals, taken=best)
+            others = SortedScoredNodes(feasible, raw or {}, totals, best, rows, self.snapshot.list())
             batch.store_schedule_results(signature, hint, feasible[best].name, others, self.queue.scheduling_cycle)
         return ScheduleResult(feasible[best].name, evaluated, len(feasible))
 
@@ -507,13 +507,17 @@ class Scheduler:
         metrics.observe_extension_point(metrics.FILTER, None, fw.profile_name, started)
         fw.record_filter_evaluations(state, feasible, diagnosis.node_to_status)
 
-    def prioritize_nodes(
-        self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo], raw: dict[str, IntArray] | None = None
-    ) -> IntArray:
-        """Weighted total score per node (aligned with `nodes`); `raw` receives each plugin's scores
-        before NormalizeScore."""
+    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
+        """Weighted total score per node (aligned with `nodes`)."""
+        return self._prioritize(fw, state, pod, nodes, None)[0]
+
+    def _prioritize(
+        self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo], raw: dict[str, IntArray] | None
+    ) -> tuple[IntArray, IntArray | None]:
+        """The totals, and the nodes' rows in the snapshot's table when scoring used them; `raw`
+        receives each plugin's scores before NormalizeScore."""
         if not fw.score_plugins:
-            return np.ones(len(nodes), np.int64)
+            return np.ones(len(nodes), np.int64), None
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
             raise PluginError(status.message)
@@ -526,7 +530,7 @@ class Scheduler:
         totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows, raw)
         if status is not None:
             raise PluginError(status.message)
-        return totals
+        return totals, rows
 
     # ---- failures ------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ and PreScore/NormalizeScore over the kept nodes on a copy of the cycle state.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +39,7 @@ MAX_BATCH_AGE = 0.5
 # Ties between kept nodes are broken by random bits below the total score in one int64 key.
 _RANDOM_BITS = 20
 _TAKEN = -1
+_tie_breaker = np.random.default_rng()
 
 
 class BatchHandle(Protocol):
@@ -46,7 +47,14 @@ class BatchHandle(Protocol):
 
     profile_name: str
 
-    def node_info(self, name: str) -> NodeInfo | None: ...
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        """The snapshot's node list: the same object for as long as no node joined or left."""
+        ...
+
+    def current_node_infos(self, names: Iterable[str]) -> list[NodeInfo] | None:
+        """The snapshot's NodeInfos of these nodes, or None when one of them is gone."""
+        ...
+
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
     def run_pre_score(self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]) -> Status | None: ...
     def raw_score_node(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[dict[str, int], Status | None]:
@@ -62,9 +70,12 @@ class BatchHandle(Protocol):
 
 class SortedScoredNodes:
     """Scored nodes handed out best first (kube's SortedScoredNodes). Built for every scored cycle
-    from the arrays the cycle has anyway; the ordering keys are made on first use only."""
+    from the arrays the cycle has anyway; the ordering keys are made on first use only.
 
-    __slots__ = ("_keys", "_left", "_rng", "_taken", "nodes", "raw", "totals")
+    With `rows`, the nodes' positions in `listing` (the snapshot's node list when they were
+    scored): while the snapshot keeps that list, their current NodeInfos are found by position."""
+
+    __slots__ = ("_keys", "_left", "listing", "nodes", "raw", "rows", "taken", "totals")
 
     def __init__(
         self,
@@ -72,37 +83,42 @@ class SortedScoredNodes:
         raw: Mapping[str, IntArray],
         totals: IntArray,
         taken: int | None = None,
-        rng: np.random.Generator | None = None,
+        rows: IntArray | None = None,
+        listing: Sequence[NodeInfo] | None = None,
     ) -> None:
         self.nodes = nodes
         self.raw = raw
         self.totals = totals
-        self._taken = taken
+        self.taken = taken
+        self.rows = rows if listing is not None else None
+        self.listing = listing
         self._left = len(nodes) - (taken is not None)
         self._keys: IntArray | None = None
-        self._rng = rng
 
     def __len__(self) -> int:
         return self._left
 
     def _ordering(self) -> IntArray:
         if self._keys is None:
-            rng = self._rng if self._rng is not None else np.random.default_rng()
-            keys: IntArray = (self.totals.astype(np.int64) << _RANDOM_BITS) | rng.integers(
+            keys: IntArray = (self.totals.astype(np.int64) << _RANDOM_BITS) | _tie_breaker.integers(
                 0, 1 << _RANDOM_BITS, len(self.nodes), np.int64
             )
-            if self._taken is not None:
-                keys[self._taken] = _TAKEN
+            if self.taken is not None:
+                keys[self.taken] = _TAKEN
             self._keys = keys
         return self._keys
 
-    def pop(self) -> str:
-        """The best node left (highest total; ties in random order)."""
+    def pop(self) -> int:
+        """The position of the best node left (highest total; ties in random order)."""
         keys = self._ordering()
         best = int(keys.argmax())
         keys[best] = _TAKEN
         self._left -= 1
-        return self.nodes[best].name
+        return best
+
+    def row(self, position: int | None) -> int | None:
+        """The node's row in `listing`, if known."""
+        return int(self.rows[position]) if self.rows is not None and position is not None else None
 
     def remaining(self) -> IntArray:
         """Positions of the nodes not handed out yet, in no particular order."""
@@ -128,6 +144,9 @@ class OpportunisticBatch:
         self.batch: _Batch | None = None
         self.last_cycle = 0
         self.last_chosen = ""
+        # The last chosen node's row in the kept nodes' listing (None: find it by name).
+        self.last_row: int | None = None
+        self._hinted_row: int | None = None
         # Pods placed on their hint (tests read it, as kube's TotalBatchedPods).
         self.batched_pods = 0
 
@@ -140,7 +159,10 @@ class OpportunisticBatch:
         hint = ""
         if self._compatible(signature, nominated, cycle) and self._refresh_candidates(pod, state):
             assert self.batch is not None
-            hint = self.batch.nodes.pop()
+            kept = self.batch.nodes
+            best = kept.pop()
+            hint = kept.nodes[best].name
+            self._hinted_row = kept.row(best)
             log.debug("batch node hint", profile=profile, pod=pod.key, cycle=cycle, hint=hint)
         else:
             metrics.child(metrics.batch_attempts, profile, metrics.BATCH_NO_HINT).inc()
@@ -161,7 +183,9 @@ class OpportunisticBatch:
         if hinted and hinted == chosen:
             metrics.child(metrics.batch_attempts, profile, metrics.BATCH_HINT_USED).inc()
             self.batched_pods += 1
+            self.last_row = self._hinted_row
         else:
+            self.last_row = others.row(others.taken) if others is not None else None
             if hinted:
                 metrics.child(metrics.batch_attempts, profile, metrics.BATCH_HINT_NOT_USED).inc()
             if signature is not None and others is not None and len(others):
@@ -196,10 +220,17 @@ class OpportunisticBatch:
 
     def _refresh_candidates(self, pod: Pod, state: CycleState) -> bool:
         """The previously chosen node competes again if the pod still fits there."""
-        last = self.handle.node_info(self.last_chosen)
-        if last is None or last.node is None:
-            self._flush(metrics.FLUSH_NODE_MISSING)
-            return False
+        assert self.batch is not None
+        listing = self.handle.snapshot_nodes()
+        kept = self.batch.nodes
+        if kept.listing is listing and kept.rows is not None and self.last_row is not None:
+            last = listing[self.last_row]
+        else:
+            found = self.handle.current_node_infos((self.last_chosen,))
+            if found is None:
+                self._flush(metrics.FLUSH_NODE_MISSING)
+                return False
+            last = found[0]
         status = self.handle.run_filter(state, pod, last)
         if status is None:
             return self._rescore(pod, state, last)
@@ -222,14 +253,19 @@ class OpportunisticBatch:
         assert self.batch is not None
         kept = self.batch.nodes
         left = kept.remaining()
-        infos: list[NodeInfo] = []
-        for position in left.tolist():
-            info = self.handle.node_info(kept.nodes[position].name)
-            if info is None or info.node is None:
+        listing = self.handle.snapshot_nodes()
+        rows: IntArray | None = None
+        if kept.listing is listing and kept.rows is not None and self.last_row is not None:
+            # No node joined or left since these were scored: all are there, at the same rows.
+            rows = np.append(kept.rows[left], self.last_row)
+            infos = [listing[row] for row in rows.tolist()]
+        else:
+            nodes = kept.nodes
+            found = self.handle.current_node_infos([nodes[position].name for position in left.tolist()])
+            if found is None:
                 self._flush(metrics.FLUSH_NODE_MISSING)
                 return False
-            infos.append(info)
-        infos.append(last)
+            infos = [*found, last]
         rescore_state = state.clone()
         if self.handle.run_pre_score(rescore_state, pod, infos) is not None:
             self._flush(metrics.FLUSH_PRESCORE_ERROR)
@@ -247,5 +283,5 @@ class OpportunisticBatch:
         if status is not None:
             self._flush(metrics.FLUSH_NORMALIZE_ERROR)
             return False
-        self.batch.nodes = SortedScoredNodes(infos, raw, totals)
+        self.batch.nodes = SortedScoredNodes(infos, raw, totals, rows=rows, listing=listing)
         return True

@@ -916,8 +916,17 @@ class Framework:
 
     # ---- OpportunisticBatching's rescoring (framework/batch.py) ---------------------------
 
-    def node_info(self, name: str) -> NodeInfo | None:
-        return self.handle.snapshot.get(name)
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        return self.handle.snapshot.list()
+
+    def current_node_infos(self, names: Iterable[str]) -> list[NodeInfo] | None:
+        """The snapshot's NodeInfos of these nodes; None when one has left (or lost its Node)."""
+        get = self.handle.snapshot.get
+        infos = [get(name) for name in names]
+        for info in infos:
+            if info is None or info.node is None:
+                return None
+        return cast(list[NodeInfo], infos)
 
     def raw_score_node(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[dict[str, int], Status | None]:
         """Each non-skipped Score plugin's score of one node, before NormalizeScore (kube's RunRawScorePlugins)."""
