@@ -327,7 +327,6 @@ placement_evaluation_duration = Histogram(
 BATCH_NO_HINT = "no_hint"
 BATCH_HINT_USED = "hint_used"
 BATCH_HINT_NOT_USED = "hint_not_used"
-FLUSH_POD_FAILED = "pod_failed"
 FLUSH_POD_SKIPPED = "pod_skipped"
 FLUSH_POD_NOMINATED = "pod_nominated"
 FLUSH_NODE_MISSING = "node_missing"

@@ -28,7 +28,7 @@ from scheduler.api.client import ApiClient
 from scheduler.api.dispatcher import StatusDispatcher
 from scheduler.api.events import NORMAL, WARNING, EventBroadcaster, EventRecorder
 from scheduler.cache import Cache, Snapshot
-from scheduler.framework.batch import SortedScoredNodes
+from scheduler.framework.batch import OpportunisticBatch, SortedScoredNodes
 from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.runtime import Framework, Wiring
 from scheduler.framework.signing import Signature
@@ -312,12 +312,12 @@ class Scheduler:
         self.cache.update_snapshot(self.snapshot)
         if len(self.snapshot) == 0:
             raise NoNodesAvailable()
-        feasible, diagnosis, hint = self._find_nodes(fw, state, pod, signature)
+        batch = fw.batch
+        feasible, diagnosis, hint = self._find_nodes(fw, state, pod, batch, signature)
         if not feasible:
             num_nodes = len(self.snapshot) if self.placement is None else len(self.placement)
             raise FitError(pod, num_nodes, diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
-        batch = fw.batch
         if len(feasible) == 1:
             if batch is not None:
                 batch.store_schedule_results(signature, hint, feasible[0].name, None, self.queue.scheduling_cycle)
@@ -331,14 +331,14 @@ class Scheduler:
         return ScheduleResult(feasible[best].name, evaluated, len(feasible))
 
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
-        """PreFilter and Filter for an unsigned pod (no batch hint)."""
-        feasible, diagnosis, _ = self._find_nodes(fw, state, pod, None)
+        """PreFilter and Filter, without the profile's batch (which it leaves as it is)."""
+        feasible, diagnosis, _ = self._find_nodes(fw, state, pod, None, None)
         return feasible, diagnosis
 
     def _find_nodes(
-        self, fw: Framework, state: CycleState, pod: Pod, signature: Signature | None
+        self, fw: Framework, state: CycleState, pod: Pod, batch: OpportunisticBatch | None, signature: Signature | None
     ) -> tuple[list[NodeInfo], Diagnosis, str]:
-        """Feasible nodes, the diagnosis of the rejected ones, and the batch hint given ("" for none)."""
+        """Feasible nodes, the diagnosis of the rejected ones, and the batch's hint ("" for none)."""
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
         placement = self.placement
@@ -356,8 +356,8 @@ class Scheduler:
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
         hint = ""
-        if fw.batch is not None:
-            hint = fw.batch.get_node_hint(pod, signature, bool(nominated), state, self.queue.scheduling_cycle)
+        if batch is not None:
+            hint = batch.get_node_hint(pod, signature, bool(nominated), state, self.queue.scheduling_cycle)
         # A nominated node (or else the batch's hint) is likely to fit: tried alone first.
         first_try = nominated or hint
         if first_try:

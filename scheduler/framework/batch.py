@@ -157,9 +157,9 @@ class OpportunisticBatch:
         started = time.perf_counter()
         profile = self.handle.profile_name
         hint = ""
-        if self._compatible(signature, nominated, cycle) and self._refresh_candidates(pod, state):
-            assert self.batch is not None
-            kept = self.batch.nodes
+        batch = self._compatible(signature, nominated, cycle)
+        if batch is not None and self._refresh_candidates(batch, pod, state):
+            kept = batch.nodes
             best = kept.pop()
             hint = kept.nodes[best].name
             self._hinted_row = kept.row(best)
@@ -199,10 +199,11 @@ class OpportunisticBatch:
     def _flush(self, reason: str) -> None:
         metrics.child(metrics.batch_cache_flushed, self.handle.profile_name, reason).inc()
 
-    def _compatible(self, signature: Signature | None, nominated: bool, cycle: int) -> bool:
+    def _compatible(self, signature: Signature | None, nominated: bool, cycle: int) -> _Batch | None:
+        """The batch, if this pod may use it."""
         batch = self.batch
         if batch is None or not len(batch.nodes):
-            return False
+            return None
         # Another pod's cycle came between (or another profile's). A pod-group cycle tries its
         # members under one cycle count.
         if cycle != self.last_cycle + 1 and not (self.generic_workload and cycle == self.last_cycle):
@@ -214,15 +215,14 @@ class OpportunisticBatch:
         elif self.clock() > batch.created + MAX_BATCH_AGE:
             reason = metrics.FLUSH_EXPIRED
         else:
-            return True
+            return batch
         self._flush(reason)
-        return False
+        return None
 
-    def _refresh_candidates(self, pod: Pod, state: CycleState) -> bool:
+    def _refresh_candidates(self, batch: _Batch, pod: Pod, state: CycleState) -> bool:
         """The previously chosen node competes again if the pod still fits there."""
-        assert self.batch is not None
         listing = self.handle.snapshot_nodes()
-        kept = self.batch.nodes
+        kept = batch.nodes
         if kept.listing is listing and kept.rows is not None and self.last_row is not None:
             last = listing[self.last_row]
         else:
@@ -233,25 +233,23 @@ class OpportunisticBatch:
             last = found[0]
         status = self.handle.run_filter(state, pod, last)
         if status is None:
-            return self._rescore(pod, state, last)
+            return self._rescore(batch, pod, state, last)
         if not status.is_rejection:
             self._flush(metrics.FLUSH_FILTER_ERROR)
             return False
         return True
 
-    def _rescore(self, pod: Pod, state: CycleState, last: NodeInfo) -> bool:
-        assert self.batch is not None
+    def _rescore(self, batch: _Batch, pod: Pod, state: CycleState, last: NodeInfo) -> bool:
         started = time.perf_counter()
         profile = self.handle.profile_name
         metrics.child(metrics.batch_rescore_attempts, profile).inc()
         try:
-            return self._rescored(pod, state, last)
+            return self._rescored(batch, pod, state, last)
         finally:
             metrics.child(metrics.batch_rescore_duration, profile).observe(time.perf_counter() - started)
 
-    def _rescored(self, pod: Pod, state: CycleState, last: NodeInfo) -> bool:
-        assert self.batch is not None
-        kept = self.batch.nodes
+    def _rescored(self, batch: _Batch, pod: Pod, state: CycleState, last: NodeInfo) -> bool:
+        kept = batch.nodes
         left = kept.remaining()
         listing = self.handle.snapshot_nodes()
         rows: IntArray | None = None
@@ -283,5 +281,5 @@ class OpportunisticBatch:
         if status is not None:
             self._flush(metrics.FLUSH_NORMALIZE_ERROR)
             return False
-        self.batch.nodes = SortedScoredNodes(infos, raw, totals, rows=rows, listing=listing)
+        batch.nodes = SortedScoredNodes(infos, raw, totals, rows=rows, listing=listing)
         return True
