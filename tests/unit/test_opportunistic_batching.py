@@ -14,19 +14,27 @@ import numpy as np
 import pytest
 
 from harness.workload import registry_value
+from plugins.dynamicresources import DynamicResources, DynamicResourcesArgs
+from plugins.noderesourcesbalancedallocation import NodeResourcesBalancedAllocation
+from plugins.noderesourcesfit import NodeResourcesFit
+from plugins.noderesourcesfit import parse_args as parse_fit_args
+from plugins.podtopologyspread import PodTopologySpread
+from plugins.podtopologyspread.defaults import parse_args as parse_spread_args
 from scheduler import metrics
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import SchedulerConfig, default_config, parse_config
 from scheduler.features import FeatureGates
+from scheduler.framework import signing
 from scheduler.framework.batch import OpportunisticBatch, SortedScoredNodes
+from scheduler.framework.dra import DEVICE_CLASS, DraManager
 from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import IntArray
-from scheduler.framework.types import CycleState, NodeInfo, Status
+from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
-from scheduler.testing.builders import make_node, make_pod, node_info
+from scheduler.testing.builders import make_handle, make_node, make_pod, node_info
 
 NAME = "batching"
 BASE = "example.com/base"
@@ -556,3 +564,34 @@ async def test_hinted_nodes_are_among_the_best_a_full_cycle_finds() -> None:
         await sched.drain()
         hints += int(attempts(metrics.BATCH_HINT_USED) - used)
     assert hints > 30
+
+
+# ---- plugins that refuse to sign -------------------------------------------------------------
+
+
+def test_an_extended_resource_dynamic_resources_would_allocate_is_not_signed() -> None:
+    resource = "extended.resource.dra.io/something"
+    dra = DraManager([(DEVICE_CLASS, {"metadata": {"name": "c"}, "spec": {"extendedResourceName": resource}})])
+    fit = NodeResourcesFit(parse_fit_args({}), dra)
+    balanced = NodeResourcesBalancedAllocation(("cpu", "memory"), dra)
+    backed = make_pod("p").container(requests={"cpu": "1", resource: "1"}).obj()
+    device_plugin = make_pod("p").container(requests={"cpu": "1", "example.com/gpu": "1"}).obj()
+    for plugin in (fit, balanced):
+        fragments, status = plugin.sign_pod(backed)
+        assert status is not None and status.code == Code.UNSCHEDULABLE and not fragments
+        fragments, status = plugin.sign_pod(device_plugin)
+        assert status is None and [key for key, _ in fragments] == [signing.RESOURCES]
+
+
+def test_claims_and_spreading_constraints_are_not_signed() -> None:
+    claims = make_pod("p").spec(resourceClaims=[{"name": "c", "resourceClaimName": "claim"}]).obj()
+    dynamic = DynamicResources(DynamicResourcesArgs(), make_handle())
+    assert dynamic.sign_pod(claims)[1] is not None
+    assert dynamic.sign_pod(make_pod("p").obj()) == ((), None)
+    system = PodTopologySpread(parse_spread_args({}), make_handle())
+    listed = PodTopologySpread(parse_spread_args({"defaultingType": "List"}), make_handle())
+    plain = make_pod("p").obj()
+    assert system.sign_pod(plain)[1] is not None  # kube's system defaults: no pod of the profile batches
+    assert listed.sign_pod(plain) == ((), None)
+    spread = make_pod("p").spread_constraint(1, "zone", "DoNotSchedule", {"matchLabels": {"a": "b"}}).obj()
+    assert listed.sign_pod(spread)[1] is not None
