@@ -44,15 +44,16 @@ def string_map(values: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(values.items())) if values else ()
 
 
-def host_ports(pod: Pod) -> tuple[int, ...]:
-    """The distinct host ports of containers and init containers, sorted."""
+def host_ports(pod: Pod) -> tuple[tuple[int, str, str], ...]:
+    """The distinct host ports of containers and init containers with their protocol and host IP
+    (NodePorts' conflicts depend on all three; kube signs the port numbers alone), sorted."""
     spec = pod.spec
     ports = {
-        port.get("hostPort") or 0
+        (port.get("hostPort") or 0, port.get("protocol") or "TCP", port.get("hostIP") or "")
         for container in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))
         for port in container.get("ports") or ()
+        if port.get("hostPort")
     }
-    ports.discard(0)
     return tuple(sorted(ports))
 
 

@@ -183,9 +183,13 @@ def test_identical_pods_share_a_signature_and_differences_show() -> None:
         raw_pod("q", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
         raw_pod("q", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]),
         make_pod("q", "ns").label("a", "b").req(cpu="1").spec(schedulerName=NAME).host_port(8080).obj().raw,
+        raw_pod("q", containers=[{"name": "c", "image": "img", "ports": [{"containerPort": 80, "hostPort": 80}]}]),
     ]
     for raw in different:
         assert sign(Pod.from_raw(raw)) not in (None, base), raw["spec"]
+    tcp = sign(Pod.from_raw(different[-1]))
+    udp = raw_pod("q", containers=[{"name": "c", "image": "img", "ports": [{"hostPort": 80, "protocol": "UDP"}]}])
+    assert sign(Pod.from_raw(udp)) not in (None, tcp)
     # Without InterPodAffinity in the profile, labels do not matter.
     relabelled = raw_pod("q")
     relabelled["metadata"]["labels"] = {"a": "c"}
