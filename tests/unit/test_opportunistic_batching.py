@@ -599,3 +599,37 @@ def test_claims_and_spreading_constraints_are_not_signed() -> None:
     assert listed.sign_pod(plain) == ((), None)
     spread = make_pod("p").spread_constraint(1, "zone", "DoNotSchedule", {"matchLabels": {"a": "b"}}).obj()
     assert listed.sign_pod(spread)[1] is not None
+
+
+# ---- pod groups (GenericWorkload): members share one cycle count -----------------------------------
+
+
+async def run_gang(gate: bool) -> dict[str, str]:
+    cfg = dataclasses.replace(
+        config(gate), feature_gates=FeatureGates({"OpportunisticBatching": gate, "GenericWorkload": True})
+    )
+    sched, inf, client = setup(cfg)
+    for name, base in (("a", 40), ("b", 30), ("c", 20), ("d", 10)):
+        inf.on_node("ADDED", raw_node(name, base, cpu=2))
+    inf.on_pod_group(
+        "ADDED",
+        {
+            "metadata": {"name": "gang", "namespace": "ns", "uid": "uid-gang", "resourceVersion": "1", "generation": 1},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 5}}},
+        },
+    )
+    for i in range(5):
+        inf.on_pod("ADDED", raw_pod(f"g{i}", schedulingGroup={"podGroupName": "gang"}))
+    while (info := sched.queue.pop_nowait()) is not None:
+        sched.schedule_entity(info)
+        await asyncio.sleep(0)
+    await sched.drain()
+    return dict(client.bindings)
+
+
+async def test_pod_group_members_take_hints_within_their_cycle() -> None:
+    used = attempts(metrics.BATCH_HINT_USED)
+    with_batching = await run_gang(True)
+    assert attempts(metrics.BATCH_HINT_USED) - used == 4
+    assert with_batching == await run_gang(False)
+    assert sorted(with_batching.values()) == ["a", "a", "b", "b", "c"]
