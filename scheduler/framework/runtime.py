@@ -52,7 +52,7 @@ from scheduler.framework.interface import (
     SnapshotLister,
 )
 from scheduler.framework.podgroups import PodGroupState, PodGroupStates
-from scheduler.framework.signing import SCHEDULER_NAME, Signature
+from scheduler.framework.signing import SCHEDULER_NAME, Signature, SignFragment
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -525,10 +525,13 @@ class Framework:
         # OpportunisticBatching: the plugins that sign pods, when every PreFilter, Filter, PreScore
         # and Score plugin can (else no pod of this profile is signed), and the profile's batch.
         self.signers: list[SignPlugin] | None = None
+        # The order plugins are asked to sign in: the one that refused the last pod first.
+        self._sign_order: tuple[int, ...] = ()
         self.batch: OpportunisticBatch | None = None
         gates = handle.feature_gates
         if gates.enabled(OPPORTUNISTIC_BATCHING):
             self.signers = self._batchable_plugins()
+            self._sign_order = tuple(range(len(self.signers or ())))
             self.batch = OpportunisticBatch(self, gates.enabled(GENERIC_WORKLOAD))
 
     def _batchable_plugins(self) -> list[SignPlugin] | None:
@@ -593,24 +596,37 @@ class Framework:
         return signature
 
     def _sign(self, signers: Sequence[SignPlugin], pod: Pod) -> Signature | None:
-        # Per-plugin durations are sampled as at the other points (kube records every Sign call).
+        # The plugin that refused the last pod is asked first: a profile whose pods one plugin never
+        # signs (PodTopologySpread with default constraints) pays one call per pod, not all of them.
+        # Fragments still go into the signature in profile order, whoever was asked first.
         timed = metrics.should_record_plugin_metrics()
-        fragments: dict[str, object] = {SCHEDULER_NAME: pod.scheduler_name}
-        for plugin in signers:
-            plugin_started = time.perf_counter() if timed else 0.0
-            try:
-                signed, status = plugin.sign_pod(pod)
-            except Exception as exc:
-                status = self._plugin_raised(metrics.SIGN, plugin.name, pod, exc)
-                signed = ()
-            if timed:
-                elapsed = time.perf_counter() - plugin_started
-                metrics.recorder.observe_plugin_duration(metrics.SIGN, plugin.name, status, elapsed)
-            if status is not None and status.code != Code.SUCCESS:
+        signed: list[Sequence[SignFragment] | None] = [None] * len(signers)
+        for position in self._sign_order:
+            fragments = self._sign_with(signers[position], pod, timed)
+            if fragments is None:
+                if self._sign_order[0] != position:
+                    self._sign_order = (position, *(other for other in self._sign_order if other != position))
                 return None
-            for key, value in signed:
-                fragments[key] = value
-        return cast(Signature, tuple(fragments.items()))
+            signed[position] = fragments
+        signature: dict[str, object] = {SCHEDULER_NAME: pod.scheduler_name}
+        for fragments in signed:
+            for key, value in fragments or ():
+                signature[key] = value
+        return cast(Signature, tuple(signature.items()))
+
+    def _sign_with(self, plugin: SignPlugin, pod: Pod, timed: bool) -> Sequence[SignFragment] | None:
+        """One plugin's fragments, or None when it cannot sign the pod."""
+        started = time.perf_counter() if timed else 0.0
+        try:
+            fragments, status = plugin.sign_pod(pod)
+        except Exception as exc:
+            status = self._plugin_raised(metrics.SIGN, plugin.name, pod, exc)
+            fragments = ()
+        if timed:
+            metrics.recorder.observe_plugin_duration(metrics.SIGN, plugin.name, status, time.perf_counter() - started)
+        if status is not None and status.code != Code.SUCCESS:
+            return None
+        return fragments
 
     @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:

@@ -223,6 +223,19 @@ def test_pod_affinity_makes_a_pod_unsignable_where_interpodaffinity_runs() -> No
     assert sign(Pod.from_raw(raw_pod("p", topologySpreadConstraints=[constraint]))) is None
 
 
+def test_a_refusal_changes_who_is_asked_first_not_the_signature() -> None:
+    plugins = {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": NodeRank.name}]}}
+    args = [{"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}]
+    sched, _, _ = setup(config(True, plugins, args))
+    sign = sched.frameworks[NAME].sign_pod
+    before = sign(Pod.from_raw(raw_pod("p")))
+    constraint = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+    assert sign(Pod.from_raw(raw_pod("q", topologySpreadConstraints=[constraint]))) is None
+    fw = sched.frameworks[NAME]
+    assert fw.signers is not None and fw.signers[fw._sign_order[0]].name == "PodTopologySpread"
+    assert sign(Pod.from_raw(raw_pod("p"))) == before
+
+
 def test_queue_signs_again_when_the_pod_changes() -> None:
     sched, inf, _ = setup(config(True))
     old = raw_pod("p")
