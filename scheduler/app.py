@@ -215,7 +215,10 @@ def build_scheduler(
     )
     frameworks: dict[str, Framework] = build_profiles(config, registry, handle)
     queue = PriorityQueue(
-        {name: QueueProfile(fw.less, fw.run_pre_enqueue, fw.events) for name, fw in frameworks.items()},
+        {
+            name: QueueProfile(fw.less, fw.run_pre_enqueue, fw.events, fw.sign_pod if fw.batch is not None else None)
+            for name, fw in frameworks.items()
+        },
         initial_backoff=config.pod_initial_backoff_seconds,
         max_backoff=config.pod_max_backoff_seconds,
         group_of=scheduling_group_key if generic_workload else None,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 GENERIC_WORKLOAD = "GenericWorkload"
+OPPORTUNISTIC_BATCHING = "OpportunisticBatching"
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
 COMPOSITE_POD_GROUP = "CompositePodGroup"
 POD_GROUP_PREEMPTION_POLICY = "PodGroupPreemptionPolicy"
@@ -92,7 +93,7 @@ KNOWN_GATES: Mapping[str, GateSpec] = {
     "NodeDeclaredFeatures": GateSpec(True, _GA, locked=True),
     "NodeInclusionPolicyInPodTopologySpread": GateSpec(True, _GA, locked=True),
     "NominatedNodeNameForExpectation": GateSpec(True, _B),
-    "OpportunisticBatching": GateSpec(True, _B),
+    OPPORTUNISTIC_BATCHING: GateSpec(True, _B, honoured=True),
     "PodLevelResources": GateSpec(True, _B),
     "SchedulerAsyncAPICalls": GateSpec(False, _B),
     "SchedulerAsyncPreemption": GateSpec(True, _B),

@@ -86,6 +86,7 @@ PERMIT = "Permit"
 PRE_BIND = "PreBind"
 BIND = "Bind"
 POST_BIND = "PostBind"
+SIGN = "Sign"
 
 # Goroutine operation label for binding cycles (here: asyncio tasks running a binding cycle).
 BINDING = "binding"
@@ -321,6 +322,61 @@ placement_evaluation_duration = Histogram(
     ["result", "profile"],
     buckets=exponential_buckets(0.001, 2, 15),
     registry=None,
+)
+# OpportunisticBatching (kube's batch.go): results of hint attempts and why the cached batch was dropped.
+BATCH_NO_HINT = "no_hint"
+BATCH_HINT_USED = "hint_used"
+BATCH_HINT_NOT_USED = "hint_not_used"
+FLUSH_POD_SKIPPED = "pod_skipped"
+FLUSH_POD_NOMINATED = "pod_nominated"
+FLUSH_NODE_MISSING = "node_missing"
+FLUSH_EMPTY_LIST = "empty_list"
+FLUSH_EXPIRED = "expired"
+FLUSH_POD_INCOMPATIBLE = "pod_incompatible"
+FLUSH_POD_NOT_BATCHABLE = "pod_not_batchable"
+FLUSH_FILTER_ERROR = "filter_error"
+FLUSH_PRESCORE_ERROR = "prescore_error"
+FLUSH_RESCORE_ERROR = "rescore_error"
+FLUSH_NORMALIZE_ERROR = "normalize_error"
+
+batch_attempts = Counter(
+    "scheduler_batch_attempts",
+    "Counts of results when we attempt to use batching.",
+    ["profile", "result"],
+    registry=REGISTRY,
+)
+batch_cache_flushed = Counter(
+    "scheduler_batch_cache_flushed",
+    "Counts of cache flushes by reason.",
+    ["profile", "reason"],
+    registry=REGISTRY,
+)
+batch_rescore_attempts = Counter(
+    "scheduler_batch_rescore_attempts",
+    "Counts of rescore attempts during opportunistic batching.",
+    ["profile"],
+    registry=REGISTRY,
+)
+get_node_hint_duration = Histogram(
+    "scheduler_get_node_hint_duration_seconds",
+    "Latency for getting a node hint.",
+    ["hinted", "profile"],
+    buckets=exponential_buckets(0.00001, 2, 12),
+    registry=REGISTRY,
+)
+store_schedule_results_duration = Histogram(
+    "scheduler_store_schedule_results_duration_seconds",
+    "Latency for storing scheduling results.",
+    ["profile"],
+    buckets=exponential_buckets(0.00001, 2, 12),
+    registry=REGISTRY,
+)
+batch_rescore_duration = Histogram(
+    "scheduler_batch_rescore_duration_seconds",
+    "Latency for rescoring a node during opportunistic batching.",
+    ["profile"],
+    buckets=exponential_buckets(0.00001, 2, 12),
+    registry=REGISTRY,
 )
 _POD_GROUP_FAMILIES = (
     podgroup_schedule_attempts,

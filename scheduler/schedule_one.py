@@ -28,8 +28,10 @@ from scheduler.api.client import ApiClient
 from scheduler.api.dispatcher import StatusDispatcher
 from scheduler.api.events import NORMAL, WARNING, EventBroadcaster, EventRecorder
 from scheduler.cache import Cache, Snapshot
+from scheduler.framework.batch import OpportunisticBatch, SortedScoredNodes
 from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.runtime import Framework, Wiring
+from scheduler.framework.signing import Signature
 from scheduler.framework.table import IntArray
 from scheduler.framework.types import (
     Code,
@@ -214,7 +216,7 @@ class Scheduler:
         state = CycleState()
         state.record_plugin_metrics = metrics.should_record_plugin_metrics()
         try:
-            result = self.schedule_pod(fw, state, pod)
+            result = self.schedule_pod(fw, state, pod, info.signature)
         except FitError as fit_error:
             # Without PostFilter plugins a stale nomination is cleared, as kube-scheduler does.
             nominated: str | None = ""
@@ -301,21 +303,42 @@ class Scheduler:
             time.perf_counter() - started
         )
 
-    def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> ScheduleResult:
+    def schedule_pod(
+        self, fw: Framework, state: CycleState, pod: Pod, signature: Signature | None = None
+    ) -> ScheduleResult:
+        """The pod's node. With OpportunisticBatching (`fw.batch`) a signed pod may be handed the
+        node its predecessor's cycle ranked next (a hint, filtered like a nominated node), and every
+        cycle's outcome is stored for the next pod."""
         self.cache.update_snapshot(self.snapshot)
         if len(self.snapshot) == 0:
             raise NoNodesAvailable()
-        feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
+        batch = fw.batch
+        feasible, diagnosis, hint = self._find_nodes(fw, state, pod, batch, signature)
         if not feasible:
             num_nodes = len(self.snapshot) if self.placement is None else len(self.placement)
             raise FitError(pod, num_nodes, diagnosis)
         evaluated = len(feasible) + len(diagnosis.node_to_status)
         if len(feasible) == 1:
+            if batch is not None:
+                batch.store_schedule_results(signature, hint, feasible[0].name, None, self.queue.scheduling_cycle)
             return ScheduleResult(feasible[0].name, evaluated, 1)
-        totals = self.prioritize_nodes(fw, state, pod, feasible)
-        return ScheduleResult(feasible[select_best(totals, self.rng)].name, evaluated, len(feasible))
+        raw: dict[str, IntArray] | None = {} if batch is not None and signature is not None else None
+        totals, rows = self._prioritize(fw, state, pod, feasible, raw)
+        best = select_best(totals, self.rng)
+        if batch is not None:
+            others = SortedScoredNodes(feasible, raw or {}, totals, best, rows, self.snapshot.list())
+            batch.store_schedule_results(signature, hint, feasible[best].name, others, self.queue.scheduling_cycle)
+        return ScheduleResult(feasible[best].name, evaluated, len(feasible))
 
     def find_nodes_that_fit(self, fw: Framework, state: CycleState, pod: Pod) -> tuple[list[NodeInfo], Diagnosis]:
+        """PreFilter and Filter, without the profile's batch (which it leaves as it is)."""
+        feasible, diagnosis, _ = self._find_nodes(fw, state, pod, None, None)
+        return feasible, diagnosis
+
+    def _find_nodes(
+        self, fw: Framework, state: CycleState, pod: Pod, batch: OpportunisticBatch | None, signature: Signature | None
+    ) -> tuple[list[NodeInfo], Diagnosis, str]:
+        """Feasible nodes, the diagnosis of the rejected ones, and the batch's hint ("" for none)."""
         diagnosis = Diagnosis()
         all_nodes = self.snapshot.list()
         placement = self.placement
@@ -329,11 +352,16 @@ class Scheduler:
             diagnosis.absent_status = status
             diagnosis.pre_filter_msg = status.message
             diagnosis.add_plugin_status(status)
-            return [], diagnosis
+            return [], diagnosis, ""
 
         nominated = self.nominator.nominated_node(pod.uid) or (pod.raw.get("status") or {}).get("nominatedNodeName")
-        if nominated:
-            node_info = self.snapshot.get(nominated)
+        hint = ""
+        if batch is not None:
+            hint = batch.get_node_hint(pod, signature, bool(nominated), state, self.queue.scheduling_cycle)
+        # A nominated node (or else the batch's hint) is likely to fit: tried alone first.
+        first_try = nominated or hint
+        if first_try:
+            node_info = self.snapshot.get(first_try)
             fits_nominated = (
                 node_info is not None
                 and node_info.node is not None
@@ -341,14 +369,14 @@ class Scheduler:
                 and fw.run_filter_with_nominated(state, pod, node_info) is None
             )
             if fits_nominated and node_info is not None:
-                return [node_info], diagnosis
+                return [node_info], diagnosis, hint
         if pre_result is not None and pre_result.node_names is not None:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
-            return self._find_per_node(fw, state, pod, allowed, diagnosis)
+            return (*self._find_per_node(fw, state, pod, allowed, diagnosis), hint)
         if not fw.filter_plugins or placement is not None:
-            return self._find_per_node(fw, state, pod, all_nodes, diagnosis)
-        return self._find_batch(fw, state, pod, diagnosis)
+            return (*self._find_per_node(fw, state, pod, all_nodes, diagnosis), hint)
+        return (*self._find_batch(fw, state, pod, diagnosis), hint)
 
     def _find_batch(
         self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -481,8 +509,15 @@ class Scheduler:
 
     def prioritize_nodes(self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> IntArray:
         """Weighted total score per node (aligned with `nodes`)."""
+        return self._prioritize(fw, state, pod, nodes, None)[0]
+
+    def _prioritize(
+        self, fw: Framework, state: CycleState, pod: Pod, nodes: list[NodeInfo], raw: dict[str, IntArray] | None
+    ) -> tuple[IntArray, IntArray | None]:
+        """The totals, and the nodes' rows in the snapshot's table when scoring used them; `raw`
+        receives each plugin's scores before NormalizeScore."""
         if not fw.score_plugins:
-            return np.ones(len(nodes), np.int64)
+            return np.ones(len(nodes), np.int64), None
         status = fw.run_pre_score(state, pod, nodes)
         if status is not None:
             raise PluginError(status.message)
@@ -492,10 +527,10 @@ class Scheduler:
         else:
             position = self.snapshot.position
             rows = np.fromiter((position[n.name] for n in nodes), np.int64, len(nodes))
-        totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows)
+        totals, _, status = fw.score_nodes(state, pod, nodes, self.snapshot.table, rows, raw)
         if status is not None:
             raise PluginError(status.message)
-        return totals
+        return totals, rows
 
     # ---- failures ------------------------------------------------------------------------
 

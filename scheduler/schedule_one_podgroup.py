@@ -38,6 +38,7 @@ from scheduler.cache import Cache, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.framework.runtime import Framework
+from scheduler.framework.signing import Signature
 from scheduler.framework.types import (
     Code,
     CycleState,
@@ -87,7 +88,9 @@ class PodCycle(Protocol):
     placement: frozenset[str] | None
     rng: random.Random
 
-    def schedule_pod(self, fw: Framework, state: CycleState, pod: Pod) -> HostResult: ...
+    def schedule_pod(
+        self, fw: Framework, state: CycleState, pod: Pod, signature: Signature | None = None
+    ) -> HostResult: ...
     def skip_pod_schedule(self, pod: Pod) -> bool: ...
     def observe_attempt(self, fw: Framework, result: str, started: float) -> None: ...
     def prepare_for_binding_cycle(
@@ -326,7 +329,7 @@ class PodGroupCycle:
         state.record_plugin_metrics = metrics.should_record_plugin_metrics()
         result = MemberResult(info, state)
         try:
-            host = sched.schedule_pod(fw, state, pod).suggested_host
+            host = sched.schedule_pod(fw, state, pod, info.signature).suggested_host
         except FitError as fit_error:
             # No PostFilter for a member: preemption for groups is the group's (PodGroupPostFilter).
             result.status, result.fit_error = Status(Code.UNSCHEDULABLE, (str(fit_error),), fit_error), fit_error

@@ -105,6 +105,8 @@ DRA_STATE_KINDS = ("DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceC
 # kube-controller-manager's controller that makes claims from a pod's ResourceClaimTemplates (and
 # takes a deleted pod out of its claims' reservedFor).
 RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
+# How long a step whose PodGroups come after their members waits between the two (see _group_step).
+POD_GROUP_AFTER_PODS_PAUSE = 2.0
 
 
 def _collection_path(obj: Mapping[str, Any]) -> str:
@@ -533,6 +535,11 @@ class Side:
             namespace = pod["metadata"]["namespace"]
             created = self.api("POST", self._pod_path(namespace), pod)
             self._uids[pod["metadata"]["name"]] = (namespace, created["metadata"]["uid"])
+        if any(group.pod_group_after_pods for group in step.groups):
+            # The members' watch events must reach the scheduler before their PodGroup's does (else
+            # a first attempt sees only some members, in either scheduler); the API has no signal
+            # for that, so the PodGroup waits a moment. A make test under extra load once lost it.
+            time.sleep(POD_GROUP_AFTER_PODS_PAUSE)
         for group in step.groups:
             if group.pod_group_after_pods:
                 create_pod_group(group)

@@ -61,6 +61,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.framework.dra import FINALIZER, ClaimObject, allocation_of, uid_of
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -198,6 +199,11 @@ class DynamicResources:
         self.handle = handle
         self.dra = handle.dra
         self.setup = AllocationSetup(allocator_features(handle.feature_gates))
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        if pod.spec.get("resourceClaims"):
+            return (), Status.unschedulable("pods with dra resource claims are not signable", plugin=NAME)
+        return (), None
 
     # ---- PreEnqueue ----------------------------------------------------------------------
 

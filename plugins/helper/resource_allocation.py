@@ -5,8 +5,13 @@ node's allocatable and requested amount of one resource. Reads a NodeInfo; never
 
 from __future__ import annotations
 
-from scheduler.framework.types import NodeInfo
-from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY
+from collections.abc import Callable, Hashable, Sequence
+
+from scheduler.framework import signing
+from scheduler.framework.dra import DraManager
+from scheduler.framework.signing import SignFragment
+from scheduler.framework.types import NodeInfo, Status
+from scheduler.model.objects import CPU, EPHEMERAL_STORAGE, MEMORY, Pod, Resource
 
 
 def is_extended_resource(name: str) -> bool:
@@ -40,3 +45,45 @@ def allocatable_and_requested(node_info: NodeInfo, name: str, pod_request: int, 
     if name in alloc.scalar:
         return alloc.scalar[name], node_info.requested.scalar.get(name, 0)
     return 0, 0
+
+
+def never_delegated(name: str) -> bool:
+    return False
+
+
+def delegated_to_dra(dra: DraManager | None) -> Callable[[str], bool]:
+    """Whether a DeviceClass backs an extended resource (kube's shouldDelegateResourceToDRA)."""
+    if dra is None:
+        return never_delegated
+    return lambda name: dra.device_class_for_resource(name) is not None
+
+
+def _flat(resource: Resource | None) -> Hashable:
+    if resource is None:
+        return None
+    scalar = tuple(sorted(resource.scalar.items()))
+    return resource.milli_cpu, resource.memory, resource.ephemeral_storage, resource.allowed_pods, scalar
+
+
+def sign_requests(
+    pod: Pod, delegated: Callable[[str], bool], plugin: str
+) -> tuple[Sequence[SignFragment], Status | None]:
+    """Both noderesources plugins' SignPod: every request form they filter or score with (kube signs
+    the filtering requests alone; the scoring defaults for containers without requests and the
+    in-place resize status can differ between pods with equal requests, so they are signed too).
+    A pod asking for an extended resource that DynamicResources would allocate is not signed."""
+    requests = pod.requests
+    for name, amount in requests.scalar.items():
+        if amount and delegated(name):
+            return (), Status.unschedulable(
+                "signature disabled when dra extended resources are used in the cluster", plugin=plugin
+            )
+    value = (
+        _flat(requests),
+        _flat(pod.spec_requests),
+        _flat(pod.fit_scoring_requests),
+        pod.non_zero_milli_cpu,
+        pod.non_zero_memory,
+        pod.fit_out_of_range,
+    )
+    return ((signing.RESOURCES, value),), None

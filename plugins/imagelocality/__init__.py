@@ -13,10 +13,12 @@ the node that first made the image known (the snapshot's `image_sizes`), not eac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle, SnapshotLister
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, Status
 from scheduler.model.objects import Pod
@@ -79,6 +81,9 @@ class ImageLocality:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.IMAGE_NAMES, tuple(sorted(set(_pod_images(pod))))),), None
 
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
         snapshot = self.handle.snapshot

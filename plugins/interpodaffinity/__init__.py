@@ -18,7 +18,9 @@ from plugins.interpodaffinity.common import ExistingPodTerms
 from plugins.interpodaffinity.filtering import Filtering, filter_batch, filter_node
 from plugins.interpodaffinity.scoring import Scoring, normalize_scores, score_node
 from plugins.interpodaffinity.terms import POD_AFFINITY, POD_ANTI_AFFINITY, AffinityTerm, required_terms
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -78,6 +80,14 @@ class InterPodAffinity(CountingPreFilterExtensions):
         self._scoring = Scoring(
             handle, existing, args.hard_pod_affinity_weight, args.ignore_preferred_terms_of_existing_pods
         )
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        if pod.has_pod_affinity:
+            return (), Status.unschedulable("pods with InterPodAffinity are not signable", plugin=NAME)
+        # Existing pods' required anti-affinity terms select the pod by namespace and labels. (kube
+        # signs the labels alone, and nothing with ignorePreferredTermsOfExistingPods, which leaves
+        # those required terms out.)
+        return ((signing.LABELS, (pod.namespace, signing.string_map(pod.labels))),), None
 
     # ---- PreFilter / Filter ------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -145,6 +147,12 @@ class NodeAffinity:
     def __init__(self, args: NodeAffinityArgs) -> None:
         self.added_required = args.added_required
         self.added_preferred = args.added_preferred
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return (
+            (signing.NODE_AFFINITY, signing.node_affinity(pod)),
+            (signing.NODE_SELECTOR, signing.string_map(pod.spec.get("nodeSelector"))),
+        ), None
 
     # ---- PreFilter / Filter ------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from typing import Any
 
 from plugins.helper import event_objects
 from plugins.nodedeclaredfeatures.features import DEFAULT_REGISTRY, Registry
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -53,6 +55,9 @@ class NodeDeclaredFeatures:
 
     def __init__(self, registry: Registry = DEFAULT_REGISTRY) -> None:
         self.registry = registry
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.FEATURES, tuple(sorted(self.registry.infer_for_pod_scheduling(pod.spec)))),), None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -32,6 +34,9 @@ def fits(pod: Pod, node_info: NodeInfo) -> bool:
 
 class NodeName:
     name = NAME
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.NODE_NAME, pod.spec.get("nodeName") or ""),), None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if fits(pod, node_info):

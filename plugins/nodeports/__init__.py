@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -89,6 +91,9 @@ PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
 
 class NodePorts:
     name = NAME
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.HOST_PORTS, signing.host_ports(pod)),), None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from plugins.helper.resource_allocation import allocatable_and_requested
+from plugins.helper.resource_allocation import allocatable_and_requested, delegated_to_dra, sign_requests
+from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, StateKey, Status
 from scheduler.model.objects import CPU, MEMORY, Pod
@@ -105,8 +107,12 @@ PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
 class NodeResourcesBalancedAllocation:
     name = NAME
 
-    def __init__(self, resources: Sequence[str]) -> None:
+    def __init__(self, resources: Sequence[str], dra: DraManager | None = None) -> None:
         self.resources = tuple(resources)
+        self._delegate = delegated_to_dra(dra)
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return sign_requests(pod, self._delegate, NAME)
 
     def _requests(self, pod: Pod) -> tuple[int, ...]:
         return tuple(pod.requests.get(name) for name in self.resources)
@@ -165,4 +171,4 @@ class NodeResourcesBalancedAllocation:
 
 
 def new(args: Mapping[str, Any], handle: Handle) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(parse_args(args))
+    return NodeResourcesBalancedAllocation(parse_args(args), handle.dra)

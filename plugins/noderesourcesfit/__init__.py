@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.helper import api_hint, event_objects
-from plugins.helper.resource_allocation import is_scalar_resource
+from plugins.helper.resource_allocation import delegated_to_dra, is_scalar_resource, sign_requests
 from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION
 from plugins.noderesourcesfit.filtering import NAME as NAME
 from plugins.noderesourcesfit.filtering import Delegate, filter_batch, filter_node, never_delegate, pre_filter
@@ -37,6 +37,7 @@ from plugins.noderesourcesfit.resource_allocation import ResourceSpec as Resourc
 from scheduler.framework.dra import DEVICE_CLASS_PREFIX, DraManager
 from scheduler.framework.interface import Handle
 from scheduler.framework.podgroups import PodGroupState
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -119,10 +120,11 @@ class NodeResourcesFit:
 
     def __init__(self, args: FitArgs, dra: DraManager | None = None) -> None:
         self.args = args
-        self._delegate: Delegate = (
-            (lambda name: dra.device_class_for_resource(name) is not None) if dra is not None else never_delegate
-        )
+        self._delegate: Delegate = delegated_to_dra(dra)
         self._scorer = ResourceAllocationScorer(args.strategy, args.resources, args.shape)
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return sign_requests(pod, self._delegate, NAME)
 
     # ---- PreFilter / Filter ------------------------------------------------------------
 

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 
 from plugins.helper import event_objects
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -42,6 +44,9 @@ def tolerates_unschedulable(pod: Pod) -> bool:
 
 class NodeUnschedulable:
     name = NAME
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.TOLERATIONS, signing.tolerations(pod)),), None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node

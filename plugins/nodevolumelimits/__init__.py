@@ -25,7 +25,9 @@ from plugins.nodevolumelimits.filtering import (
     counts_in_pre_filter,
     volume_limits,
 )
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle, VolumeLister
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.types import (
     ActionType,
     ApiObject,
@@ -50,6 +52,9 @@ class NodeVolumeLimits:
 
     def __init__(self, volumes: VolumeLister, snapshot_node: Callable[[str], NodeInfo | None] | None = None) -> None:
         self._filtering = Filtering(volumes, snapshot_node)
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.VOLUMES, signing.volumes(pod)),), None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

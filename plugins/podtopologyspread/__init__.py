@@ -20,6 +20,7 @@ from plugins.podtopologyspread.defaults import PodTopologySpreadArgs, WorkloadLi
 from plugins.podtopologyspread.filtering import Filtering, filter_node, update_counts
 from plugins.podtopologyspread.scoring import Scoring, normalize_batch, normalize_scores, score_batch, score_node
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -46,6 +47,13 @@ class PodTopologySpread(CountingPreFilterExtensions):
         self.workloads = workloads
         self._filtering = Filtering(handle, self.constraints)
         self._scoring = Scoring(handle, self.constraints, args.system_defaulted)
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        if pod.spec.get("topologySpreadConstraints"):
+            return (), Status.unschedulable("pods with topology constraints are not signable", plugin=NAME)
+        if self.default_constraints:
+            return (), Status.unschedulable("pods with default topology constraints are not signable", plugin=NAME)
+        return (), None
 
     def constraints(self, pod: Pod, action: str) -> list[SpreadConstraint]:
         """The pod's own constraints with this whenUnsatisfiable, or the defaults (raises SelectorError)."""

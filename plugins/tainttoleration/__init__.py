@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.helper import default_normalize_batch, default_normalize_score, event_objects
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -71,6 +73,9 @@ def count_intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: S
 
 class TaintToleration:
     name = NAME
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.TOLERATIONS, signing.tolerations(pod)),), None
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node

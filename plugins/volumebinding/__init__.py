@@ -29,7 +29,9 @@ from plugins.volumebinding.binder import (
 )
 from plugins.volumebinding.scoring import build_scorer
 from scheduler.api.client import ApiError
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
@@ -124,6 +126,9 @@ class VolumeBinding:
             self._pod_exists,
         )
         self._score = build_scorer(args.shape)
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.VOLUMES, signing.volumes(pod)),), None
 
     def _pod_exists(self, pod: Pod) -> bool:
         return self.handle.pod_exists(pod)  # read at each call: the scheduler wires it after the plugins are built

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.helper import api_hint
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.types import (
     ActionType,
     ApiObject,
@@ -103,6 +105,9 @@ class VolumeRestrictions:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.VOLUMES, signing.volumes(pod)),), None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]

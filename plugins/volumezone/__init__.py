@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.helper import api_hint
+from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.types import (
     ActionType,
     ApiObject,
@@ -89,6 +91,9 @@ class VolumeZone:
 
     def __init__(self, handle: Handle) -> None:
         self.volumes = handle.volumes
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        return ((signing.VOLUMES, signing.volumes(pod)),), None
 
     def _topologies(self, pod: Pod) -> tuple[list[PVTopology], Status | None]:
         topologies: list[PVTopology] = []

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scheduler.features import FeatureGates
 from scheduler.framework.podgroups import PodGroupState, PodGroupStates
+from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ClusterEventWithHint,
@@ -243,6 +244,15 @@ class ScoreExtensions(Protocol):
 class ScorePlugin(Plugin, Protocol):
     def score(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[int, Status | None]: ...
     def score_extensions(self) -> ScoreExtensions | None: ...
+
+
+class SignPlugin(Plugin, Protocol):
+    """A PreFilter, Filter, PreScore or Score plugin that can say which parts of a pod its verdicts
+    and scores depend on (OpportunisticBatching: a profile batches only if all of them can)."""
+
+    def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
+        """The pod's fragments for this plugin; a non-success status when this pod cannot be signed."""
+        ...
 
 
 class ReservePlugin(Plugin, Protocol):

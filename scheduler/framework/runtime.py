@@ -22,7 +22,8 @@ import numpy as np
 import structlog
 
 from scheduler import metrics
-from scheduler.features import DEFAULT_FEATURE_GATES, FeatureGates
+from scheduler.features import DEFAULT_FEATURE_GATES, GENERIC_WORKLOAD, OPPORTUNISTIC_BATCHING, FeatureGates
+from scheduler.framework.batch import OpportunisticBatch
 from scheduler.framework.dra import DraManager
 from scheduler.framework.interface import (
     BindPlugin,
@@ -47,9 +48,11 @@ from scheduler.framework.interface import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    SignPlugin,
     SnapshotLister,
 )
 from scheduler.framework.podgroups import PodGroupState, PodGroupStates
+from scheduler.framework.signing import SCHEDULER_NAME, Signature, SignFragment
 from scheduler.framework.table import BoolArray, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -519,6 +522,42 @@ class Framework:
         # same nominations are filtered with on node after node, cycle after cycle.
         self._placed: dict[tuple[str, str], tuple[Pod, Pod]] = {}
         handle.frameworks[profile_name] = self
+        # OpportunisticBatching: the plugins that sign pods, when every PreFilter, Filter, PreScore
+        # and Score plugin can (else no pod of this profile is signed), and the profile's batch.
+        self.signers: list[SignPlugin] | None = None
+        # The order plugins are asked to sign in: the one that refused the last pod first.
+        self._sign_order: tuple[int, ...] = ()
+        self.batch: OpportunisticBatch | None = None
+        gates = handle.feature_gates
+        if gates.enabled(OPPORTUNISTIC_BATCHING):
+            self.signers = self._batchable_plugins()
+            self._sign_order = tuple(range(len(self.signers or ())))
+            self.batch = OpportunisticBatch(self, gates.enabled(GENERIC_WORKLOAD))
+
+    def _batchable_plugins(self) -> list[SignPlugin] | None:
+        signers: dict[str, SignPlugin] = {}
+        unsignable: list[str] = []
+        candidates: list[Plugin] = [
+            *self.pre_filter_plugins,
+            *self.filter_plugins,
+            *self.pre_score_plugins,
+            *self.score_plugins,
+        ]
+        for plugin in candidates:
+            if plugin.name in signers or plugin.name in unsignable:
+                continue
+            if callable(getattr(plugin, "sign_pod", None)):
+                signers[plugin.name] = cast(SignPlugin, plugin)
+            else:
+                unsignable.append(plugin.name)
+        if unsignable:
+            log.info(
+                "profile signs no pods (OpportunisticBatching off for it): plugins cannot sign",
+                profile=self.profile_name,
+                plugins=unsignable,
+            )
+            return None
+        return list(signers.values())
 
     def _plugin_raised(self, point: str, plugin: str, pod: Pod, exc: Exception) -> Status:
         """Log a plugin's exception once per (point, plugin, pod); the Error status it stands for."""
@@ -546,6 +585,48 @@ class Framework:
             # The heap must stay ordered whatever the plugin does: fall back to first come, first served.
             self._plugin_raised("QueueSort", self.queue_sort.name, a.pod, exc)
             return a.timestamp < b.timestamp
+
+    def sign_pod(self, pod: Pod) -> Signature | None:
+        """The pod's signature: equal for pods this profile filters and scores alike; None when a
+        plugin cannot sign it or the profile does not batch (kube's SignPod)."""
+        started = time.perf_counter()
+        signers = self.signers
+        signature = self._sign(signers, pod) if signers is not None else None
+        metrics.observe_extension_point(metrics.SIGN, None, self.profile_name, started)
+        return signature
+
+    def _sign(self, signers: Sequence[SignPlugin], pod: Pod) -> Signature | None:
+        # The plugin that refused the last pod is asked first: a profile whose pods one plugin never
+        # signs (PodTopologySpread with default constraints) pays one call per pod, not all of them.
+        # Fragments still go into the signature in profile order, whoever was asked first.
+        timed = metrics.should_record_plugin_metrics()
+        signed: list[Sequence[SignFragment] | None] = [None] * len(signers)
+        for position in self._sign_order:
+            fragments = self._sign_with(signers[position], pod, timed)
+            if fragments is None:
+                if self._sign_order[0] != position:
+                    self._sign_order = (position, *(other for other in self._sign_order if other != position))
+                return None
+            signed[position] = fragments
+        signature: dict[str, object] = {SCHEDULER_NAME: pod.scheduler_name}
+        for fragments in signed:
+            for key, value in fragments or ():
+                signature[key] = value
+        return cast(Signature, tuple(signature.items()))
+
+    def _sign_with(self, plugin: SignPlugin, pod: Pod, timed: bool) -> Sequence[SignFragment] | None:
+        """One plugin's fragments, or None when it cannot sign the pod."""
+        started = time.perf_counter() if timed else 0.0
+        try:
+            fragments, status = plugin.sign_pod(pod)
+        except Exception as exc:
+            status = self._plugin_raised(metrics.SIGN, plugin.name, pod, exc)
+            fragments = ()
+        if timed:
+            metrics.recorder.observe_plugin_duration(metrics.SIGN, plugin.name, status, time.perf_counter() - started)
+        if status is not None and status.code != Code.SUCCESS:
+            return None
+        return fragments
 
     @metrics.timed_extension_point(metrics.PRE_ENQUEUE, status_label=False)
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
@@ -784,10 +865,12 @@ class Framework:
         nodes: Sequence[NodeInfo],
         table: NodeTable | None = None,
         rows: IntArray | None = None,
+        keep_raw: dict[str, IntArray] | None = None,
     ) -> tuple[IntArray, dict[str, IntArray], Status | None]:
         """Weighted totals and normalised per-plugin scores as arrays aligned with `nodes`.
 
         With a node table and the nodes' rows, plugins that have a batch form score all rows at once.
+        `keep_raw` receives each plugin's scores before NormalizeScore (OpportunisticBatching keeps them).
         """
         started = time.perf_counter()
         per_plugin: dict[str, IntArray] = {}
@@ -813,28 +896,91 @@ class Framework:
                         values.append(value)
                     scores = np.array(values, np.int64)
                 metrics.observe_plugin(state, metrics.SCORE, plugin.name, None, plugin_started)
-                ext = plugin.score_extensions()
-                if ext is not None:
-                    plugin_started = time.perf_counter()
-                    scores, status = _normalize(ext, state, pod, nodes, scores)
-                    metrics.observe_plugin(state, metrics.NORMALIZE_SCORE, plugin.name, status, plugin_started)
-                    if status is not None:
-                        error = FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}")
-                        return totals, {}, Status.as_error(error, plugin.name)
+                if keep_raw is not None:
+                    keep_raw[plugin.name] = scores.copy()
+                scores, status = self._normalized(plugin, state, pod, nodes, scores)
             except Exception as exc:
                 return totals, {}, Status.as_error(exc, plugin.name)
-            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-                bad = int(np.flatnonzero((scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE))[0])
-                error = FrameworkError(
-                    f"plugin {plugin.name!r} returns an invalid score {int(scores[bad])} for node "
-                    f"{nodes[bad].name!r}, it should be in the range [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
-                    "after normalizing"
-                )
-                return totals, {}, Status.as_error(error, plugin.name)
+            if status is not None:
+                return totals, {}, status
             totals += scores * self.score_weights[plugin.name]
             per_plugin[plugin.name] = scores
         _timed("Score", self.profile_name, started, None)
         return totals, per_plugin, None
+
+    def _normalized(
+        self, plugin: ScorePlugin, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], scores: IntArray
+    ) -> tuple[IntArray, Status | None]:
+        """One plugin's scores after its NormalizeScore, checked to be within [0, 100]."""
+        ext = plugin.score_extensions()
+        if ext is not None:
+            plugin_started = time.perf_counter()
+            scores, status = _normalize(ext, state, pod, nodes, scores)
+            metrics.observe_plugin(state, metrics.NORMALIZE_SCORE, plugin.name, status, plugin_started)
+            if status is not None:
+                error = FrameworkError(f"running NormalizeScore plugin {plugin.name}: {status.message}")
+                return scores, Status.as_error(error, plugin.name)
+        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            bad = int(np.flatnonzero((scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE))[0])
+            error = FrameworkError(
+                f"plugin {plugin.name!r} returns an invalid score {int(scores[bad])} for node "
+                f"{nodes[bad].name!r}, it should be in the range [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                "after normalizing"
+            )
+            return scores, Status.as_error(error, plugin.name)
+        return scores, None
+
+    # ---- OpportunisticBatching's rescoring (framework/batch.py) ---------------------------
+
+    def snapshot_nodes(self) -> Sequence[NodeInfo]:
+        return self.handle.snapshot.list()
+
+    def current_node_infos(self, names: Iterable[str]) -> list[NodeInfo] | None:
+        """The snapshot's NodeInfos of these nodes; None when one has left (or lost its Node)."""
+        get = self.handle.snapshot.get
+        infos = [get(name) for name in names]
+        for info in infos:
+            if info is None or info.node is None:
+                return None
+        return cast(list[NodeInfo], infos)
+
+    def raw_score_node(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> tuple[dict[str, int], Status | None]:
+        """Each non-skipped Score plugin's score of one node, before NormalizeScore (kube's RunRawScorePlugins)."""
+        raw: dict[str, int] = {}
+        for plugin in self.score_plugins:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            plugin_started = time.perf_counter()
+            try:
+                value, status = plugin.score(state, pod, node_info)
+            except Exception as exc:
+                return {}, Status.as_error(exc, plugin.name)
+            metrics.observe_plugin(state, metrics.SCORE, plugin.name, status, plugin_started)
+            if status is not None and status.code != Code.SUCCESS:
+                error = FrameworkError(f"plugin {plugin.name!r} failed with: {status.message}")
+                return {}, Status.as_error(error, plugin.name)
+            raw[plugin.name] = value
+        return raw, None
+
+    def normalize_scores(
+        self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], raw: Mapping[str, IntArray]
+    ) -> tuple[IntArray, Status | None]:
+        """Weighted totals over `nodes` from raw scores aligned with them (kube's NormalizeScores):
+        each non-skipped plugin's NormalizeScore runs across these nodes only."""
+        totals: IntArray = np.zeros(len(nodes), np.int64)
+        for plugin in self.score_plugins:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            column = raw.get(plugin.name)
+            scores = column.copy() if column is not None else np.zeros(len(nodes), np.int64)
+            try:
+                scores, status = self._normalized(plugin, state, pod, nodes, scores)
+            except Exception as exc:
+                return totals, Status.as_error(exc, plugin.name)
+            if status is not None:
+                return totals, status
+            totals += scores * self.score_weights[plugin.name]
+        return totals, None
 
     def record_filter_evaluations(self, state: CycleState, feasible: int, rejected: Mapping[str, Status]) -> None:
         """scheduler_plugin_evaluation_total for one cycle's Filter, counted as kube's per-node loop

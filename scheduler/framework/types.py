@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from scheduler.framework.podgroups import GroupKey
+from scheduler.framework.signing import Signature
 from scheduler.model.objects import Node, Pod, Resource
 from scheduler.model.quantity import go_add
 
@@ -457,6 +458,8 @@ class QueuedPodInfo:
     error_backoff: bool = False
     # Moved out of the unschedulable pool by the leftover flush (scheduler_pod_scheduled_after_flush_total).
     was_flushed_from_unschedulable: bool = False
+    # OpportunisticBatching: the profile's signature of `pod`, made whenever the queue takes the pod in.
+    signature: Signature | None = None
 
 
 def pod_group_member_order(info: QueuedPodInfo) -> tuple[int, int, float, str]:

@@ -41,6 +41,7 @@ from scheduler.framework.events import (
     pod_scheduling_properties_change,
 )
 from scheduler.framework.podgroups import GroupKey
+from scheduler.framework.signing import Signature
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -133,6 +134,7 @@ class MonotonicClock:
 LessFn = Callable[[QueuedPodInfo, QueuedPodInfo], bool]
 GroupOf = Callable[[Pod], GroupKey | None]
 PreEnqueueFn = Callable[[Pod], Status | None]
+SignFn = Callable[[Pod], Signature | None]
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,8 @@ class QueueProfile:
     pre_enqueue: PreEnqueueFn
     # plugin name -> the events (with hints) that may make a pod it rejected schedulable
     events: Mapping[str, Sequence[ClusterEventWithHint]]
+    # OpportunisticBatching: the profile's pod signer (None with the gate off).
+    sign: SignFn | None = None
 
 
 class _HeapItem:
@@ -343,6 +347,7 @@ class PriorityQueue:
             return
         now = self._clock.now()
         info = QueuedPodInfo(pod=pod, timestamp=now)
+        self._sign(info)
         key = self._group_of(pod) if self._group_of is not None else None
         if key is not None:
             self._group_members.setdefault(key, set()).add(pod.uid)
@@ -354,6 +359,12 @@ class PriorityQueue:
                 return
         self._push_active(info, UNSCHEDULED_POD_ADD.label)
         self._update_gauges()
+
+    def _sign(self, info: QueuedPodInfo) -> None:
+        """The pod's signature, computed once per version of it the queue takes in."""
+        profile = self._profiles.get(info.pod.scheduler_name)
+        sign = profile.sign if profile is not None else None
+        info.signature = sign(info.pod) if sign is not None else None
 
     def _held(self, uid: str) -> QueuedPodInfo | None:
         """A member held for its in-flight group, if `uid` is one."""
@@ -478,6 +489,8 @@ class PriorityQueue:
         uid = info.pod.uid
         start = self._in_flight.pop(uid, None)
         info.timestamp = self._clock.now()
+        # The failure handler hands back the informer's latest version of the pod.
+        self._sign(info)
         info.was_flushed_from_unschedulable = False
         # kube: a pod no plugin rejected (an error, or no nodes at all) waits in the error backoffQ.
         info.error_backoff = error or not (info.unschedulable_plugins or info.pending_plugins)
@@ -648,15 +661,15 @@ class PriorityQueue:
         `old` is the informer's previous version when it has one (else the queued one is used).
         """
         uid = pod.uid
-        if uid in self._active_items:
-            self._active_items[uid].info.pod = pod
-            return
-        if uid in self._backoff_items:
-            self._backoff_items[uid].info.pod = pod
+        queued = self._active_items.get(uid) or self._backoff_items.get(uid)
+        if queued is not None:
+            queued.info.pod = pod
+            self._sign(queued.info)
             return
         held = self._held(uid)
         if held is not None:
             held.pod = pod
+            self._sign(held)
             return
         info = self._unschedulable.get(uid)
         if info is None:
@@ -673,6 +686,7 @@ class PriorityQueue:
             return
         previous = info.pod
         info.pod = pod
+        self._sign(info)
         # A gated pod's rejector is its gating plugin: the update that plugin registered (gates removed)
         # runs PreEnqueue again; a pod still gated comes straight back here.
         for event in pod_scheduling_properties_change(pod, previous, is_target=True):

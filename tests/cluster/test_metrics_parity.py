@@ -36,12 +36,6 @@ COMPARED_PREFIXES = ("scheduler_", "rest_client_", "leader_election_")
 
 # Families kube-scheduler v1.37.2 exports that ours does not, and why (exposed names).
 NOT_APPLICABLE: dict[str, str] = {
-    "scheduler_batch_attempts_total": "no OpportunisticBatching: every pod runs its own full cycle",
-    "scheduler_batch_cache_flushed_total": "no OpportunisticBatching (no batch cache to flush)",
-    "scheduler_batch_rescore_attempts_total": "no OpportunisticBatching (no rescoring of a cached batch)",
-    "scheduler_batch_rescore_duration_seconds": "no OpportunisticBatching (no rescoring of a cached batch)",
-    "scheduler_get_node_hint_duration_seconds": "no OpportunisticBatching (no node hints)",
-    "scheduler_store_schedule_results_duration_seconds": "no OpportunisticBatching (no stored results)",
     "rest_client_transport_cache_entries": "no transport cache: one aiohttp session per process",
     "rest_client_transport_create_calls_total": "no transport cache: one aiohttp session per process",
     "rest_client_transport_cert_rotation_gc_calls_total": "no transport cache: one aiohttp session per process",
