@@ -88,7 +88,15 @@ def setup(cfg: SchedulerConfig) -> tuple[Scheduler, Informers, FakeApiClient]:
     client = FakeApiClient()
     sched = build_scheduler(cfg, registry(), client, {})
     sched.rng = random.Random(5)
+    for fw in sched.frameworks.values():
+        if fw.batch is not None:
+            # A frozen clock: a loaded machine must not expire a batch between two cycles of a test.
+            fw.batch.clock = frozen_clock
     return sched, Informers(sched), client
+
+
+def frozen_clock() -> float:
+    return 100.0
 
 
 def raw_node(name: str, base: int, cpu: int = 4, taint: bool = False, unschedulable: bool = False) -> dict[str, Any]:
@@ -456,7 +464,7 @@ class FakeHandle:
 
 
 def stored_batch(handle: FakeHandle) -> OpportunisticBatch:
-    batch = OpportunisticBatch(handle, generic_workload=False)
+    batch = OpportunisticBatch(handle, generic_workload=False, clock=frozen_clock)
     infos = list(handle.infos.values())
     raw = {"S": np.array([90, 70, 30], np.int64)}
     others = SortedScoredNodes(infos, raw, raw["S"].copy(), taken=0)
