@@ -393,10 +393,19 @@ class ScenarioResult:
         return "\n".join(lines)
 
 
-def _kube_top_check(kube: Observation, ours: Observation) -> tuple[bool, list[str]]:
-    """Is our node among kube-scheduler's top-scored nodes, by kube-scheduler's own log?"""
+def kube_top_check(
+    kube: Observation, ours: Observation, replayed_top: tuple[str, ...] | None = None
+) -> tuple[bool, list[str]]:
+    """Is our node among kube-scheduler's top-scored nodes, by kube-scheduler's own log?
+
+    A pod kube-scheduler placed from an OpportunisticBatching hint was not scored; the nodes it could
+    have been handed are those tied at the top of the previous cycle's scores, which a signable
+    pod's scores do not change: `replayed_top`, our replay over kube-scheduler's cluster, stands for
+    them when kube-scheduler's own node is among them (else the replay check reports it)."""
     scores = kube.kube_scores or KubeScores({}, {}, hinted=False)
     top = scores.top(kube.outcome.node)
+    if scores.hinted and not scores.final and replayed_top is not None and kube.outcome.node in replayed_top:
+        top = replayed_top
     if ours.outcome.node in top:
         return True, []
     if scores.final:
@@ -405,7 +414,7 @@ def _kube_top_check(kube: Observation, ours: Observation) -> tuple[bool, list[st
             per_plugin = {node: dict(sorted(p.items())) for node, p in sorted(scores.plugins.items())}
             how += f", per plugin {per_plugin}"
     elif scores.hinted:
-        how = "no scoring: an OpportunisticBatching node hint"
+        how = "no scoring: an OpportunisticBatching node hint; the top set is our replay over its cluster"
     else:
         how = "no scoring: one feasible node"
     return False, [f"our node {ours.outcome.node} is not in kube-scheduler's top set {list(top)} ({how})"]
@@ -519,7 +528,10 @@ def compare_pod(
     both_bound = verdict_agrees and kube.outcome.verdict == "bound"
     preset = kube.encounter is not None and kube.encounter.preset
     if both_bound and not preset and same_cluster:
-        kube_top, kube_notes = _kube_top_check(kube, ours)
+        replayed_top = None
+        if kube.kube_scores is not None and kube.kube_scores.hinted and kube.encounter is not None:
+            replayed_top = replay(config, kube.encounter.state, kube.encounter.pod, profile).top
+        kube_top, kube_notes = kube_top_check(kube, ours, replayed_top)
         notes += kube_notes
     scores_equal: bool | None = None
     differing: tuple[str, ...] = ()

@@ -105,8 +105,9 @@ DRA_STATE_KINDS = ("DeviceClass", "ResourceSlice", "DeviceTaintRule", "ResourceC
 # kube-controller-manager's controller that makes claims from a pod's ResourceClaimTemplates (and
 # takes a deleted pod out of its claims' reservedFor).
 RESOURCECLAIM_CONTROLLER = "resourceclaim-controller"
-# How long a step whose PodGroups come after their members waits between the two (see _group_step).
-POD_GROUP_AFTER_PODS_PAUSE = 2.0
+# How long a step whose PodGroups come after their members may wait for the scheduler's queue to
+# hold every member (see _group_step).
+MEMBERS_QUEUED_TIMEOUT = 30.0
 
 
 def _collection_path(obj: Mapping[str, Any]) -> str:
@@ -213,6 +214,20 @@ class Side:
 
         try:
             wait_for(synced, timeout=30, what=f"{self.side} cache {what} ({nodes} nodes, {pods} pods)", interval=0.05)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; last seen {seen}") from None
+
+    def _wait_pending(self, pending: int) -> None:
+        seen: dict[str, int] = {}
+
+        def queued() -> bool:
+            seen.update(self.cache_sizes())
+            return seen["pending"] >= pending
+
+        try:
+            wait_for(
+                queued, timeout=MEMBERS_QUEUED_TIMEOUT, what=f"{self.side} queue holding {pending} pods", interval=0.05
+            )
         except AssertionError as err:
             raise AssertionError(f"{err}; last seen {seen}") from None
 
@@ -529,6 +544,7 @@ class Side:
             self._namespaces.add(group.pod_group["metadata"]["namespace"])
             if not group.pod_group_after_pods:
                 create_pod_group(group)
+        pending_before = self.cache_sizes()["pending"]
         for _group, member in step.creation_order():
             pod = copy.deepcopy(member)
             pod["spec"]["schedulerName"] = scheduler
@@ -537,9 +553,10 @@ class Side:
             self._uids[pod["metadata"]["name"]] = (namespace, created["metadata"]["uid"])
         if any(group.pod_group_after_pods for group in step.groups):
             # The members' watch events must reach the scheduler before their PodGroup's does (else
-            # a first attempt sees only some members, in either scheduler); the API has no signal
-            # for that, so the PodGroup waits a moment. A make test under extra load once lost it.
-            time.sleep(POD_GROUP_AFTER_PODS_PAUSE)
+            # a first attempt sees only some members, in either scheduler; a make test under load
+            # once lost that race): wait until its queue holds them all (none can bind without
+            # its PodGroup, so the count of pending pods grows by exactly the members).
+            self._wait_pending(pending_before + sum(len(group.member_names) for group in step.groups))
         for group in step.groups:
             if group.pod_group_after_pods:
                 create_pod_group(group)
@@ -743,14 +760,17 @@ def _check_allocatable(side: str, wanted: Raw, seen: Raw) -> None:
 
 
 def _metric_cache_sizes(metrics: Callable[[], str]) -> Callable[[], dict[str, int]]:
-    """Our scheduler's cache sizes, from scheduler_cache_size (kept current on every change)."""
+    """Our scheduler's cache sizes, from scheduler_cache_size (kept current on every change), and
+    its pending pods (scheduler_pending_pods summed over the queues)."""
 
     def sizes() -> dict[str, int]:
-        out: dict[str, int] = {}
+        out: dict[str, int] = {"pending": 0}
         for family in text_string_to_metric_families(metrics()):
             for sample in family.samples:
                 if sample.name == "scheduler_cache_size":
                     out[sample.labels.get("type", "")] = int(sample.value)
+                elif sample.name == "scheduler_pending_pods":
+                    out["pending"] += int(sample.value)
         return out
 
     return sizes
@@ -759,12 +779,30 @@ def _metric_cache_sizes(metrics: Callable[[], str]) -> Callable[[], dict[str, in
 _DUMP_NODES = '"Dump of cached NodeInfo"'
 _DUMP_QUEUE = '"Dump of scheduling queue"'
 _DUMP_POD_COUNT = re.compile(r"Scheduled Pods\(number: (\d+)\)")
+_DUMP_QUEUED_POD = re.compile(r"name: [^,]*, namespace: ")
 DUMP_TIMEOUT = 10.0
+
+
+def queued_pod_count(dump: str) -> int | None:
+    """How many pods kube-scheduler's queue dump lists; `dump` starts at its "Dump of scheduling
+    queue" (None: not all written yet). klog writes a multi-line value as `pods=<`, one tab-indented
+    line per pod and ` >`; an empty one inline."""
+    line_end = dump.find("\n")
+    if line_end < 0:
+        return None
+    end = line_end
+    if "pods=<" in dump[:line_end]:
+        end = dump.find("\n >", line_end)
+        if end < 0:
+            return None
+    return len(_DUMP_QUEUED_POD.findall(dump[:end]))
 
 
 def _kube_cache_sizes(proc: ManagedProcess) -> Callable[[], dict[str, int]]:
     """kube-scheduler's cache sizes as its CacheDebugger dumps them to the log on SIGUSR2: exact and
-    at once, where its scheduler_cache_size gauge is refreshed only once a second."""
+    at once, where its scheduler_cache_size gauge is refreshed only once a second; and its pending
+    pods, one line each in the dump of its scheduling queue (PendingPods: every queue, pod-group
+    pods included)."""
 
     def sizes() -> dict[str, int]:
         offset = proc.log_path.stat().st_size
@@ -776,11 +814,13 @@ def _kube_cache_sizes(proc: ManagedProcess) -> Callable[[], dict[str, int]]:
                 text = log.read().decode(errors="replace")
             start = text.find(_DUMP_NODES)
             end = text.find(_DUMP_QUEUE, start)
-            if start >= 0 and end >= 0:
+            pending = queued_pod_count(text[end:]) if start >= 0 and end >= 0 else None
+            if pending is not None:
                 dump = text[start:end]
                 return {
                     "nodes": dump.count("Deleted: false"),
                     "pods": sum(int(n) for n in _DUMP_POD_COUNT.findall(dump)),
+                    "pending": pending,
                 }
             if time.monotonic() > deadline or not proc.alive():
                 raise ApiFailure(f"{KUBE}: no cache dump in {proc.log_path} within {DUMP_TIMEOUT:.0f} s of SIGUSR2")

@@ -118,6 +118,11 @@ PROFILES: dict[str, Raw] = {
             }
         ]
     },
+    # No default spread constraints: pods without constraints of their own can be signed, so
+    # OpportunisticBatching (beta, on in v1.37.2) places them from the previous cycle's scores.
+    "batching": {
+        "pluginConfig": [{"name": "PodTopologySpread", "args": {"defaultingType": "List", "defaultConstraints": []}}]
+    },
     "added-affinity": {
         "pluginConfig": [
             {

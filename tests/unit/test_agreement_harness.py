@@ -16,16 +16,19 @@ from harness.agreement.cli import main
 from harness.agreement.compare import (
     GroupObservation,
     KubeScores,
+    Observation,
     Outcome,
     PodComparison,
     Replay,
     ScenarioResult,
     compare_group,
+    kube_top_check,
     parse_kube_scores,
     plugins_differing,
     split_post_filter,
 )
 from harness.agreement.report import AgreementReport, RunInfo, publish
+from harness.agreement.run import queued_pod_count
 from harness.agreement.scenarios import (
     ActionStep,
     GroupStep,
@@ -193,6 +196,36 @@ def test_a_pod_kube_scheduler_did_not_score_has_its_own_node_as_top_set() -> Non
     hinted = parse_kube_scores(LOG + "\n" + hint, "default/p")
     assert hinted.hinted and hinted.final == {}
     assert hinted.top("n3") == ("n3",)
+
+
+def test_a_hinted_pod_is_judged_by_the_replayed_top_set_of_kube_schedulers_cluster() -> None:
+    hinted = KubeScores({}, {}, hinted=True)
+    kube = Observation("p3", Outcome("bound", "n1"), kube_scores=hinted)
+
+    def check(ours: str, replayed: tuple[str, ...] | None) -> bool:
+        return kube_top_check(kube, Observation("p3", Outcome("bound", ours)), replayed)[0]
+
+    # A tie at the top of kube-scheduler's cluster: the hint could have named either.
+    assert check("n4", ("n1", "n4"))
+    assert not check("n2", ("n1", "n4"))
+    # Without a replay, or when kube-scheduler's own node is not in it, only its node counts.
+    assert not check("n4", None)
+    assert not check("n4", ("n2", "n4"))
+    assert check("n1", ("n2", "n4"))
+    # A pod kube-scheduler scored is judged by its own scores, never by the replay.
+    scored = Observation("p3", Outcome("bound", "n1"), kube_scores=KubeScores({"n1": 90, "n4": 80}, {}, hinted=False))
+    assert not kube_top_check(scored, Observation("p3", Outcome("bound", "n4")), ("n1", "n4"))[0]
+
+
+def test_kube_schedulers_queue_dump_is_counted_once_written() -> None:
+    head = 'I1202 15:00:00.000000    1 dumper.go:62] "Dump of scheduling queue" summary="activeQ: 0"'
+    pods = [f"\tname: m{i}, namespace: ns, uid: u{i}, phase: Pending, nominated node: \n" for i in range(3)]
+    full = head + " pods=<\n" + "".join(pods) + " >\nI1202 15:00:00.1 next line\n"
+    assert queued_pod_count(full) == 3
+    # Half written: not yet an answer.
+    assert queued_pod_count(head + " pods=<\n" + pods[0]) is None
+    assert queued_pod_count(head) is None
+    assert queued_pod_count(head + ' pods=""\n') == 0
 
 
 @pytest.mark.parametrize(
