@@ -290,6 +290,18 @@ def make_node(name: str) -> NodeBuilder:
     return NodeBuilder(name)
 
 
+def informer_pod(
+    name: str, scheduler: str, cpu: str = "1", namespace: str = "ns", labels: Mapping[str, str] | None = None
+) -> PodBuilder:
+    """A pod as an informer delivers it to a scheduler: uid `uid-<name>`, resourceVersion 1, one
+    container asking for `cpu`, pending unless the caller binds it (`.node(...).phase("Running")`)."""
+    pod = make_pod(name, namespace).uid(f"uid-{name}").req(cpu=cpu).spec(schedulerName=scheduler).phase("Pending")
+    pod.raw["metadata"]["resourceVersion"] = "1"
+    for key, value in (labels or {}).items():
+        pod.label(key, value)
+    return pod
+
+
 def expr(key: str, operator: str, *values: str) -> Raw:
     """A NodeSelectorRequirement / LabelSelectorRequirement."""
     requirement: Raw = {"key": key, "operator": operator}

@@ -14,6 +14,7 @@ from scheduler.config import parse_config
 from scheduler.framework.podgroups import SCHEDULER_PLUGINS_POD_GROUP_API, GroupKey
 from scheduler.informers import Informers
 from scheduler.schedule_one import Scheduler
+from scheduler.testing.builders import informer_pod
 
 NAME = "secondary-scheduler"
 KEY = GroupKey(SCHEDULER_PLUGINS_POD_GROUP_API, "ns", "gang")
@@ -27,17 +28,8 @@ def raw_node(name: str, cpu: str = "2") -> dict[str, Any]:
 
 
 def raw_member(name: str, cpu: str = "1") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": {"scheduling.x-k8s.io/pod-group": "gang"},
-        },
-        "spec": {"schedulerName": NAME, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
-        "status": {"phase": "Pending"},
-    }
+    raw: dict[str, Any] = informer_pod(name, NAME, cpu, labels={"scheduling.x-k8s.io/pod-group": "gang"}).raw
+    return raw
 
 
 def raw_pod_group(min_member: int = 3) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from scheduler.framework.types import Code, CycleState, NodeInfo, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
-from scheduler.testing.builders import make_handle, make_node, make_pod, node_info
+from scheduler.testing.builders import informer_pod, make_handle, make_node, make_pod, node_info
 
 NAME = "batching"
 BASE = "example.com/base"
@@ -111,21 +111,9 @@ def raw_node(name: str, base: int, cpu: int = 4, taint: bool = False, unschedula
 
 
 def raw_pod(name: str, cpu: int = 1, scheduler: str = NAME, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": {"a": "b"},
-        },
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [{"name": "c", "image": "img", "resources": {"requests": {"cpu": str(cpu)}}}],
-            **spec,
-        },
-        "status": {"phase": "Pending"},
-    }
+    pod = informer_pod(name, scheduler, str(cpu), labels={"a": "b"}).spec(**spec)
+    raw: dict[str, Any] = pod.raw
+    return raw
 
 
 async def run_queue(sched: Scheduler) -> None:

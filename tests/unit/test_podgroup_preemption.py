@@ -21,6 +21,7 @@ from scheduler.config import default_config
 from scheduler.features import parse_feature_gates
 from scheduler.informers import Informers
 from scheduler.schedule_one import Scheduler
+from scheduler.testing.builders import informer_pod
 
 NAME = "secondary-scheduler"
 LOW, MID, HIGH = 0, 100, 1000
@@ -73,26 +74,13 @@ def raw_node(name: str, cpu: int) -> dict[str, Any]:
 def raw_pod(
     name: str, size: int, priority: int, group: str | None, node: str = "", labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": NAME,
-        "priority": priority,
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": str(size)}}}],
-    }
+    pod = informer_pod(name, NAME, str(size), labels=labels).priority(priority)
     if node:
-        spec["nodeName"] = node
+        pod.node(node).phase("Running")
     if group is not None:
-        spec["schedulingGroup"] = {"podGroupName": group}
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "resourceVersion": "1",
-            "labels": dict(labels or {}),
-        },
-        "spec": spec,
-        "status": {"phase": "Running" if node else "Pending"},
-    }
+        pod.pod_group(group)
+    raw: dict[str, Any] = pod.raw
+    return raw
 
 
 def raw_pod_group(name: str, priority: int, mode: str | None = None, min_count: int | None = None) -> dict[str, Any]:
