@@ -88,13 +88,18 @@ class Filtering:
         own_terms = bool(affinity or anti_affinity)
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
-        if own_terms and table is not None and nodes is snapshot.list():
-            # Every node's pods must be walked for the pod's own terms: keep the counts across
-            # cycles and recount only nodes that changed (pods alike share them). The key is what
-            # the counts read of the pod: its namespace and the labels existing terms select on
-            # (for their anti-affinity), its required terms with their namespaceSelectors resolved
-            # to the names they select now (a relabelled namespace changes the key), its
-            # namespace's labels (what existing terms' namespaceSelectors read).
+        if (
+            (own_terms or snapshot.have_pods_with_required_anti_affinity())
+            and table is not None
+            and nodes is snapshot.list()
+        ):
+            # Every node's pods must be walked for the pod's own terms, and the pods with required
+            # anti-affinity for everyone: keep the counts across cycles and recount only nodes
+            # that changed (pods alike share them). The key is what the counts read of the pod:
+            # its namespace and the labels existing terms select on (for their anti-affinity),
+            # its required terms with their namespaceSelectors resolved to the names they select
+            # now (a relabelled namespace changes the key), its namespace's labels (what existing
+            # terms' namespaceSelectors read).
             key = (
                 pod.namespace,
                 self.existing.label_key(pod),
@@ -109,6 +114,13 @@ class Filtering:
                     return []
                 labels = node.labels
                 out: list[tuple[int, TopologyPair, int]] = []
+                if not own_terms:
+                    # Only existing pods' required anti-affinity can count.
+                    for other in info.pods_with_required_anti_affinity.values():
+                        for term in self.existing.of(other).required_anti_affinity:
+                            if term.topology_key in labels and term.matches(pod, labels_of_namespace):
+                                out.append((0, (term.topology_key, labels[term.topology_key]), 1))
+                    return out
                 for other in info.pods.values():
                     for term in self.existing.of(other).required_anti_affinity:
                         if term.topology_key in labels and term.matches(pod, labels_of_namespace):
@@ -128,6 +140,8 @@ class Filtering:
 
             maps = self._counts.get(key, table, 3, contributions)
             existing, affinity_counts, anti_counts = ({k: v for k, v in m.items() if v} for m in maps)
+            if not existing and not own_terms:
+                return None, Status(Code.SKIP, plugin=NAME)
             state.write(
                 PRE_FILTER_KEY, _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts)
             )
