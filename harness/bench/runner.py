@@ -70,7 +70,7 @@ def machine_busy_seconds() -> float:
     return (sum(ticks[:8]) - ticks[3] - ticks[4]) / CLOCK_TICKS  # guest time is already in user
 
 
-def _harness_cpu_seconds() -> float:
+def harness_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -226,7 +226,7 @@ async def _measure(
         histogram_before = report.histogram_buckets(running.metrics(), ATTEMPT_HISTOGRAM) if running.metrics else {}
         profiler = Profiler(running.pid, profile) if profile is not None else None
         cpu_before = [cpu_seconds(pid) for pid in (running.pid, apiserver, etcd)]
-        cpu_before += [_harness_cpu_seconds(), machine_busy_seconds()]
+        cpu_before += [harness_cpu_seconds(), machine_busy_seconds()]
         t0 = time.monotonic()
 
         def created(index: int, _pod: dict[str, Any], at: float) -> None:
@@ -259,7 +259,7 @@ async def _measure(
         finally:
             t_end = time.monotonic()
             cpu_after = [cpu_seconds(pid) for pid in (running.pid, apiserver, etcd)]
-            cpu_after += [_harness_cpu_seconds(), machine_busy_seconds()]
+            cpu_after += [harness_cpu_seconds(), machine_busy_seconds()]
             if profiler is not None:
                 profiler.stop()
             for task in (watch, ticker):

@@ -37,7 +37,14 @@ import yaml
 from harness.bench import report
 from harness.bench.gotemplate import Template, is_template
 from harness.bench.rawapi import RawApi, run_concurrently
-from harness.bench.runner import RESULTS_DIR, Profiler, cpu_seconds, peak_rss_mib
+from harness.bench.runner import (
+    RESULTS_DIR,
+    Profiler,
+    cpu_seconds,
+    harness_cpu_seconds,
+    machine_busy_seconds,
+    peak_rss_mib,
+)
 from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, Setup, ours_variant
 from harness.bench.upstream import (
     KIND_PATHS,
@@ -158,6 +165,8 @@ class Collector:
     started: float
     cpu_before: float
     histogram_before: Mapping[float, float]
+    accounted_before: float = 0.0  # CPU seconds of the scheduler, the control plane and the harness
+    busy_before: float = 0.0  # of the whole machine
     scheduled_at: list[float] = field(default_factory=list)
 
 
@@ -230,8 +239,10 @@ class Executor:
         scale: float,
         timeout: float,
         profile: Path | None = None,
+        plane_pids: Sequence[int] = (),
     ) -> None:
         self.api = api
+        self.plane_pids = tuple(plane_pids)  # the control plane's processes, for other_busy_cores
         self.profile = profile  # py-spy's collapsed stacks of the measured phases go here
         self._profiler: Profiler | None = None
         self.workload = workload
@@ -330,10 +341,20 @@ class Executor:
             started=time.monotonic(),
             cpu_before=cpu_seconds(self.running.pid),
             histogram_before=report.histogram_buckets(metrics, ATTEMPT_HISTOGRAM) if metrics else {},
+            accounted_before=self._accounted_cpu(),
+            busy_before=machine_busy_seconds(),
         )
         self.pods.collectors.append(self._current)
         if self.profile is not None and self._profiler is None and not self.profile.exists():
             self._profiler = Profiler(self.running.pid, self.profile)
+
+    def _accounted_cpu(self) -> float:
+        """CPU seconds so far of what a run is made of: the scheduler, the control plane, the harness."""
+        total = harness_cpu_seconds()
+        for pid in {self.running.pid, *self.plane_pids}:  # kube-scheduler is one of the plane's
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                total += cpu_seconds(pid)
+        return total
 
     def stop_collecting(self) -> None:
         collector = self._current
@@ -343,6 +364,7 @@ class Executor:
         self.pods.collectors.remove(collector)
         stopped = time.monotonic()
         cpu = cpu_seconds(self.running.pid) - collector.cpu_before
+        others = (machine_busy_seconds() - collector.busy_before) - (self._accounted_cpu() - collector.accounted_before)
         if self._profiler is not None:
             self._profiler.stop()
             self._profiler = None
@@ -367,6 +389,9 @@ class Executor:
                 "attempt_p99_ms": None if p99 is None else 1000 * p99,
                 # Scheduling attempts (every result) per pod bound in the phase: retries show here.
                 "attempts_per_pod": attempts / scheduled if attempts is not None and scheduled else None,
+                # Cores kept busy meanwhile by anything but this run (another benchmark, a test
+                # run): well above 0, throughput was shared; CPU per pod is the steadier figure.
+                "other_busy_cores": round(max(others, 0.0) / (stopped - collector.started), 2),
             }
         )
 
@@ -708,7 +733,8 @@ def run_workload(
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:
-                    executor = Executor(api, workload, kind, running, scale, timeout, profile)
+                    pids = [proc.pid for proc in plane.processes]
+                    executor = Executor(api, workload, kind, running, scale, timeout, profile, pids)
                     await executor.run()
                     return executor.phases
 
@@ -735,6 +761,7 @@ def run_workload(
                     "attempt_p50_ms": main["attempt_p50_ms"],
                     "attempt_p99_ms": main["attempt_p99_ms"],
                     "attempts_per_pod": main.get("attempts_per_pod"),
+                    "other_busy_cores": main.get("other_busy_cores"),
                 }
             )
     except Exception as err:
@@ -1037,7 +1064,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"  {row.get('error') or ''}"
                 f"{_fmt(row.get('throughput_avg'))} pods/s avg, CPU {_fmt(row.get('cpu_ms_per_pod'), 2)} ms/pod, "
-                f"{_fmt(row.get('attempts_per_pod'), 2)} attempts/pod, {row['wall_seconds']:.0f} s",
+                f"{_fmt(row.get('attempts_per_pod'), 2)} attempts/pod, {row['wall_seconds']:.0f} s, "
+                f"{_fmt(row.get('other_busy_cores'), 2)} cores busy with other work",
                 flush=True,
             )
             results["runs"].append(row)
