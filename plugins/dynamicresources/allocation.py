@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from plugins.dynamicresources.cel import compile_expression
 from plugins.dynamicresources.structured import (
@@ -79,6 +79,9 @@ def allocated_state(taken: dra.AllocatedState) -> AllocatedState:
     return state
 
 
+_Held = TypeVar("_Held", DeviceID, SharedDeviceID)
+
+
 def _parsed(device: DeviceID, consumed: Mapping[str, Any]) -> dict[str, Decimal]:
     amounts = {}
     for name, value in consumed.items():
@@ -87,6 +90,17 @@ def _parsed(device: DeviceID, consumed: Mapping[str, Any]) -> dict[str, Decimal]
         except QuantityError as exc:
             raise AllocatorError(f"device {'/'.join(device)}: consumed capacity {name}: {exc}") from exc
     return amounts
+
+
+def _tally(counts: Counter[_Held], members: set[_Held], held: _Held, sign: int) -> None:
+    """Count one more or one fewer holder of `held`; it is a member while someone holds it."""
+    count = counts[held] + sign
+    if count > 0:
+        counts[held] = count
+        members.add(held)
+    else:
+        counts.pop(held, None)
+        members.discard(held)
 
 
 class TakenDevices:
@@ -133,23 +147,9 @@ class TakenDevices:
             self._lent = False
         state = self._state
         for raw in held.devices:
-            device = DeviceID(*raw)
-            count = self._devices[device] + sign
-            if count > 0:
-                self._devices[device] = count
-                state.devices.add(device)
-            else:
-                self._devices.pop(device, None)
-                state.devices.discard(device)
+            _tally(self._devices, state.devices, DeviceID(*raw), sign)
         for raw, share_id in held.shared:
-            share = SharedDeviceID(*raw, share_id)
-            count = self._shares[share] + sign
-            if count > 0:
-                self._shares[share] = count
-                state.shared_device_ids.add(share)
-            else:
-                self._shares.pop(share, None)
-                state.shared_device_ids.discard(share)
+            _tally(self._shares, state.shared_device_ids, SharedDeviceID(*raw, share_id), sign)
         for raw, consumed in held.consumed:
             device = DeviceID(*raw)
             entries = self._consumed.setdefault(device, [])
