@@ -648,6 +648,8 @@ class PriorityQueue:
             return list(pool.items())
         profiles = self._profiles
         chosen = self._waiting.candidates(lambda profile, plugin: covering.of(profiles[profile], plugin), old, new)
+        if len(chosen) == len(pool):
+            return list(pool.items())
         if len(chosen) * 8 < len(pool):
             return [(uid, pool[uid]) for uid in sorted(chosen, key=self._waiting.order)]
         return [(uid, info) for uid, info in pool.items() if uid in chosen]
