@@ -33,7 +33,7 @@ from plugins.dynamicresources import extended as ext
 from plugins.dynamicresources.allocation import (
     AllocationSetup,
     NodeAllocator,
-    allocated_state,
+    TakenDevices,
     allocator_features,
     new_allocator,
 )
@@ -199,6 +199,8 @@ class DynamicResources:
         self.handle = handle
         self.dra = handle.dra
         self.setup = AllocationSetup(allocator_features(handle.feature_gates))
+        # The devices every claim holds, kept between cycles.
+        self.taken = TakenDevices()
 
     def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
         if pod.spec.get("resourceClaims"):
@@ -258,7 +260,7 @@ class DynamicResources:
             try:
                 data.allocator = new_allocator(
                     self.setup,
-                    allocated_state(self.dra.claims.allocated_state()),
+                    self.taken.state(self.dra.claims),
                     self.dra.device_classes(),
                     self.setup.slices(self.dra),
                     self.args.filter_timeout,

@@ -17,25 +17,47 @@ from scheduler.framework.types import (
     ClusterEventWithHint,
     EventObject,
     EventResource,
+    EventScope,
     QueueingHint,
 )
-from scheduler.model.objects import Pod
+from scheduler.model.objects import Node, Pod
+
+ClaimKey = tuple[str, str]
+
+
+def claim_keys_of_pod(pod: Pod) -> frozenset[ClaimKey]:
+    """(namespace, name) of every claim the pod may refer to: its entries' resourceClaimName and the
+    names its status gives a template's claims (none at all without entries). A pod's update that
+    names a generated claim changes them."""
+    entries = pod.spec.get("resourceClaims")
+    if not entries:
+        return frozenset()
+    statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses") or ()
+    names = [entry.get("resourceClaimName") for entry in entries]
+    names.extend(status.get("resourceClaimName") for status in statuses)
+    return frozenset((pod.namespace, name) for name in names if isinstance(name, str))
 
 
 def _may_name(pod: Pod, claim: ApiObject) -> bool:
-    """Whether the pod may refer to the claim: same namespace and one of its entries names it (by
-    resourceClaimName, or the name its status gives a template's claim). A cheap test run for every
-    waiting pod on every claim event; pod_resource_claims decides the rest."""
-    if pod.namespace != namespace_of(claim):
-        return False
-    entries = pod.spec.get("resourceClaims")
-    if not entries:
-        return False
-    name = name_of(claim)
-    if any(entry.get("resourceClaimName") == name for entry in entries):
-        return True
-    statuses = (pod.raw.get("status") or {}).get("resourceClaimStatuses") or ()
-    return any(status.get("resourceClaimName") == name for status in statuses)
+    """Whether the pod may refer to the claim; pod_resource_claims decides the rest."""
+    return (namespace_of(claim), name_of(claim)) in claim_keys_of_pod(pod)
+
+
+def _claim_event_keys(old: EventObject | None, new: EventObject | None) -> frozenset[ClaimKey] | None:
+    """The pods after_claim_change may queue, as the claim keys they must hold (None: any pod): a
+    deleted claim queues everyone if it held devices and no one else; a deallocation queues anyone;
+    any other change only the pods naming the claim."""
+    if isinstance(old, Pod | Node) or isinstance(new, Pod | Node):
+        return None  # api_hint queues every pod for these
+    if new is None:
+        return None if old is not None and allocation_of(old) is not None else frozenset()
+    if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
+        return None
+    return frozenset(((namespace_of(new), name_of(new)),))
+
+
+# after_claim_change answers SKIP for every pod none of whose claim keys the event names.
+CLAIM_EVENT_SCOPE = EventScope(claim_keys_of_pod, _claim_event_keys)
 
 
 def events_to_register(dra: DraManager) -> Sequence[ClusterEventWithHint]:
@@ -80,6 +102,7 @@ def events_to_register(dra: DraManager) -> Sequence[ClusterEventWithHint]:
         ClusterEventWithHint(
             ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE | ActionType.DELETE),
             after_claim_change,
+            CLAIM_EVENT_SCOPE,
         ),
         ClusterEventWithHint(
             ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),

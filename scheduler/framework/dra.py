@@ -13,7 +13,8 @@ taken for all). It never talks to the API and never mutates an object it was giv
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,17 +60,19 @@ class AllocatedState:
 
 
 @dataclass(frozen=True)
-class _Holdings:
+class Holdings:
+    """What one claim's allocation (or one allocation in flight) holds."""
+
     devices: tuple[DeviceID, ...] = ()
     shared: tuple[tuple[DeviceID, str], ...] = ()
     consumed: tuple[tuple[DeviceID, Mapping[str, Any]], ...] = ()
 
 
-def _holdings(claim: ClaimObject | None) -> _Holdings:
+def _holdings(claim: ClaimObject | None) -> Holdings:
     """The devices an allocated claim holds (admin access holds none: it shares any device)."""
     allocation = allocation_of(claim) if claim is not None else None
     if allocation is None:
-        return _Holdings()
+        return Holdings()
     devices: list[DeviceID] = []
     shared: list[tuple[DeviceID, str]] = []
     consumed: list[tuple[DeviceID, Mapping[str, Any]]] = []
@@ -84,7 +87,7 @@ def _holdings(claim: ClaimObject | None) -> _Holdings:
                 consumed.append((device, result["consumedCapacity"]))
             continue
         devices.append(device)
-    return _Holdings(tuple(devices), tuple(shared), tuple(consumed))
+    return Holdings(tuple(devices), tuple(shared), tuple(consumed))
 
 
 @dataclass
@@ -96,14 +99,19 @@ class _InFlight:
 class ClaimTracker:
     """kube's claimTracker: claims through an assume cache, in-flight allocations, allocated devices."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal_length: int = 4096) -> None:
         self._api: dict[str, ClaimObject] = {}  # namespace/name -> the informer's version
         self._assumed: dict[str, ClaimObject] = {}  # namespace/name -> our newer version
         self._in_flight: dict[str, _InFlight] = {}  # claim uid -> allocation between Reserve and PreBind
-        self._held: dict[str, _Holdings] = {}  # namespace/name -> what its latest version holds
+        self._held: dict[str, Holdings] = {}  # namespace/name -> what its latest version holds
         self._devices: Counter[DeviceID] = Counter()
         self._shared: Counter[tuple[DeviceID, str]] = Counter()
         self._consumed: dict[str, tuple[tuple[DeviceID, Mapping[str, Any]], ...]] = {}
+        # Every change of what is held, as (+1 or -1, holdings), the latest `journal_length` of them:
+        # readers that keep their own view of the allocated state (DynamicResources' allocator state)
+        # patch it from here instead of rebuilding it per pod.
+        self._journal: deque[tuple[int, Holdings]] = deque(maxlen=journal_length)
+        self._journal_end = 0  # the version: how many changes were ever journalled
         self.listeners: list[ClaimListener] = []
 
     # ---- the assume cache ------------------------------------------------------------------
@@ -189,6 +197,7 @@ class ClaimTracker:
         if current is not None and uid_of(current) == uid and allocation_of(current) is not None:
             return  # already allocated in the API: nothing in flight
         self._in_flight[uid] = _InFlight(allocated)
+        self._journal_change(1, _holdings(allocated))
 
     def maybe_remove_pending_allocation(self, uid: str, force: bool) -> bool:
         in_flight = self._in_flight.get(uid)
@@ -196,6 +205,7 @@ class ClaimTracker:
             return False
         if force or in_flight.sharers == 1:
             del self._in_flight[uid]
+            self._journal_change(-1, _holdings(in_flight.claim))
             return True
         in_flight.sharers -= 1
         return False
@@ -204,9 +214,11 @@ class ClaimTracker:
 
     def _set_holdings(self, key: str, claim: ClaimObject | None) -> None:
         new = _holdings(claim)
-        old = self._held.get(key, _Holdings())
+        old = self._held.get(key, Holdings())
         if new == old:
             return
+        self._journal_change(-1, old)
+        self._journal_change(1, new)
         self._devices.subtract(old.devices)
         self._shared.subtract(old.shared)
         self._devices.update(new.devices)
@@ -227,6 +239,23 @@ class ClaimTracker:
             self._consumed[key] = new.consumed
         else:
             self._consumed.pop(key, None)
+
+    def _journal_change(self, sign: int, held: Holdings) -> None:
+        if held.devices or held.shared or held.consumed:
+            self._journal.append((sign, held))
+            self._journal_end += 1
+
+    def holdings_since(self, version: int | None) -> tuple[int, tuple[tuple[int, Holdings], ...] | None]:
+        """The current version and the changes since `version` (None: too old, or never read:
+        rebuild from `holdings()`)."""
+        end = self._journal_end
+        if version is None or version < end - len(self._journal) or version > end:
+            return end, None
+        return end, tuple(itertools.islice(self._journal, len(self._journal) - (end - version), None))
+
+    def holdings(self) -> tuple[Holdings, ...]:
+        """What every allocated claim and every allocation in flight holds, one entry each."""
+        return (*self._held.values(), *(_holdings(in_flight.claim) for in_flight in self._in_flight.values()))
 
     def allocated_state(self) -> AllocatedState:
         """What every claim's allocation holds, in-flight allocations included (kube's

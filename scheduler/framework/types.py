@@ -7,7 +7,7 @@ never mutate one (preemption's what-ifs work on clones).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -306,10 +306,29 @@ EventObject = Pod | Node | ApiObject
 QueueingHintFn = Callable[[Pod, EventObject | None, EventObject | None], QueueingHint]
 
 
+# A waiting pod's keys, and an event's (old, new) keys or None (the event may concern any pod).
+PodKeysFn = Callable[[Pod], Iterable[Hashable]]
+EventKeysFn = Callable[[EventObject | None, EventObject | None], Iterable[Hashable] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class EventScope:
+    """Which waiting pods an event can concern, for a hint that queues only the pods an object names.
+
+    The promise: when `event_keys(old, new)` gives keys, the registration's hint answers SKIP, without
+    raising, for every pod none of whose `pod_keys` is among them. The queue keeps its waiting pods
+    indexed by `pod_keys`, so such an event visits only the pods it names instead of every one.
+    """
+
+    pod_keys: PodKeysFn
+    event_keys: EventKeysFn
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
     event: ClusterEvent
     hint: QueueingHintFn | None = None
+    scope: EventScope | None = None
 
 
 @dataclass(slots=True)

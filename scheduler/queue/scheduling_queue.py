@@ -56,6 +56,7 @@ from scheduler.framework.types import (
     pod_group_member_order,
 )
 from scheduler.model.objects import Pod
+from scheduler.queue.waiting_index import WaitingIndex
 
 ACTIVE_Q = "active"
 BACKOFF_Q = "backoff"
@@ -188,6 +189,7 @@ class PriorityQueue:
         max_backoff: float = 10.0,
         max_in_unschedulable: float = 300.0,
         group_of: GroupOf | None = None,
+        indexed: bool = True,
     ) -> None:
         self._profiles = dict(profiles)
         # Every event some profile's plugin registered: others are dropped before any pod is looked at.
@@ -210,6 +212,23 @@ class PriorityQueue:
         self._error_backoff: list[_BackoffItem] = []
         self._backoff_items: dict[str, _BackoffItem] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
+        # The unschedulable pool by what can wake its pods, so an event visits only those it may
+        # concern (None: every event walks the whole pool, the reference the index is tested against).
+        self._waiting = (
+            WaitingIndex(
+                {
+                    name: [
+                        registered.scope.pod_keys
+                        for plugin_events in profile.events.values()
+                        for registered in plugin_events
+                        if registered.scope is not None
+                    ]
+                    for name, profile in self._profiles.items()
+                }
+            )
+            if indexed
+            else None
+        )
         self._in_flight: dict[str, int] = {}  # uid -> event log position when popped
         self._event_log: list[tuple[ClusterEvent, EventObject | None, EventObject | None]] = []
         self._event_log_base = 0  # absolute position of _event_log[0]
@@ -265,6 +284,18 @@ class PriorityQueue:
     def _profile(self, pod: Pod) -> QueueProfile:
         return self._profiles[pod.scheduler_name]
 
+    def _park(self, info: QueuedPodInfo) -> None:
+        """Put a pod in the unschedulable pool (every way in goes through here, for the index)."""
+        self._unschedulable[info.pod.uid] = info
+        if self._waiting is not None:
+            self._waiting.add(info)
+
+    def _unpark(self, uid: str) -> QueuedPodInfo | None:
+        info = self._unschedulable.pop(uid, None)
+        if info is not None and self._waiting is not None:
+            self._waiting.remove(uid)
+        return info
+
     def _push_active(self, info: QueuedPodInfo, event: str) -> bool:
         """Run PreEnqueue; gated pods go to the unschedulable pool instead. Returns True if active."""
         profile = self._profile(info.pod)
@@ -289,7 +320,7 @@ class PriorityQueue:
         info.gated = True
         info.gating_plugin = status.plugin
         info.unschedulable_plugins = {status.plugin} if status.plugin else set()
-        self._unschedulable[info.pod.uid] = info
+        self._park(info)
         metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, event).inc()
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
@@ -309,7 +340,7 @@ class PriorityQueue:
         if backoff is not None:
             backoff.removed = True
             return backoff.info
-        return self._unschedulable.pop(uid, None)
+        return self._unpark(uid)
 
     def backoff_duration(self, info: QueuedPodInfo) -> float:
         duration = self.initial_backoff
@@ -511,7 +542,7 @@ class PriorityQueue:
         elif strategy != Strategy.SKIP:
             queue = self._requeue(info, SCHEDULE_ATTEMPT_FAILURE, strategy)
         else:
-            self._unschedulable[uid] = info
+            self._park(info)
             metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, SCHEDULE_ATTEMPT_FAILURE).inc()
             queue = UNSCHEDULABLE_Q
         self._prune_event_log()
@@ -587,7 +618,7 @@ class PriorityQueue:
             return 0
         moved = 0
         covering = _Covering(event)
-        for uid, info in list(self._unschedulable.items()):
+        for uid, info in self._visits(event, old, new, covering):
             if (
                 info.gated
                 and event is not FORCE_ACTIVATE
@@ -598,7 +629,7 @@ class PriorityQueue:
                 continue
             strategy = self._worth_requeuing(info, event, old, new, covering)
             if strategy != Strategy.SKIP:
-                del self._unschedulable[uid]
+                self._unpark(uid)
                 self._requeue(info, event.label, strategy)
                 moved += 1
         if self._in_flight:
@@ -606,6 +637,22 @@ class PriorityQueue:
         if moved:
             self._update_gauges()
         return moved
+
+    def _visits(
+        self, event: ClusterEvent, old: EventObject | None, new: EventObject | None, covering: _Covering
+    ) -> list[tuple[str, QueuedPodInfo]]:
+        """The waiting pods the event may concern, in the pool's order: all of them without the index
+        or for a wildcard event, else the index's candidates."""
+        pool = self._unschedulable
+        if self._waiting is None or event.is_wildcard:
+            return list(pool.items())
+        profiles = self._profiles
+        chosen = self._waiting.candidates(lambda profile, plugin: covering.of(profiles[profile], plugin), old, new)
+        if len(chosen) == len(pool):
+            return list(pool.items())
+        if len(chosen) * 8 < len(pool):
+            return [(uid, pool[uid]) for uid in sorted(chosen, key=self._waiting.order)]
+        return [(uid, info) for uid, info in pool.items() if uid in chosen]
 
     def flush_backoff_completed(self) -> int:
         """Move pods whose backoff expired to activeQ (runs every second)."""
@@ -636,7 +683,7 @@ class PriorityQueue:
             if not info.gated and now - info.timestamp > self.max_in_unschedulable
         ]
         for info in stale:
-            del self._unschedulable[info.pod.uid]
+            self._unpark(info.pod.uid)
             info.was_flushed_from_unschedulable = True
             self._requeue(info, UNSCHEDULABLE_TIMEOUT.label)
         if stale:
@@ -687,12 +734,14 @@ class PriorityQueue:
         previous = info.pod
         info.pod = pod
         self._sign(info)
+        if self._waiting is not None:
+            self._waiting.add(info)  # the keys its scopes give it may have changed (claims named in its status)
         # A gated pod's rejector is its gating plugin: the update that plugin registered (gates removed)
         # runs PreEnqueue again; a pod still gated comes straight back here.
         for event in pod_scheduling_properties_change(pod, previous, is_target=True):
             strategy = self._worth_requeuing(info, event, previous, pod)
             if strategy != Strategy.SKIP:
-                del self._unschedulable[uid]
+                self._unpark(uid)
                 self._requeue(info, event.label, strategy)
                 break
         self._update_gauges()
@@ -722,7 +771,7 @@ class PriorityQueue:
         for uid in uids:
             info = self._unschedulable.get(uid)
             if info is not None:
-                del self._unschedulable[uid]
+                self._unpark(uid)
                 self._push_active(info, FORCE_ACTIVATE.label)
                 continue
             item = self._backoff_items.pop(uid, None)

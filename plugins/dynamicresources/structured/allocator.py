@@ -163,7 +163,7 @@ class NodeDevicesCache:
     (the same list object: the caller builds a new one when a slice or taint rule changes), the
     features and the Node object stay the same: the slices split by node, each node's pools
     (GatherPools) and its candidates in search order, with their CEL conversions and verdicts.
-    An AllocatedState is never kept: which devices are taken is read anew in every cycle."""
+    No AllocatedState is kept here: each cycle's allocator gets the one its PreFilter took."""
 
     def __init__(self) -> None:
         self._key: tuple[Sequence[Raw], Features] | None = None
