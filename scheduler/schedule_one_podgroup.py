@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -550,6 +550,19 @@ class _Simulation:
         if node_info is None:
             return None
         return self.fw.run_pre_filter_remove_pod(assignment.state, assignment.pod, pod, node_info)
+
+    def extends_pre_filter(self, assignment: ProposedAssignment) -> bool:
+        return self.fw.has_pre_filter_extensions(assignment.state)
+
+    def node_local(self, placed: Sequence[ProposedAssignment]) -> bool:
+        nominator = self.cycle.sched.nominator
+        for assignment in placed:
+            # `assume` takes the member's nomination off its node: filters there would change.
+            if nominator.nominated_node(assignment.pod.uid) not in ("", assignment.node_name):
+                return False
+            if not self.fw.node_local(assignment.state):
+                return False
+        return True
 
 
 def _group_unschedulable(*reasons: str) -> Status:
