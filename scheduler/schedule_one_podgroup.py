@@ -557,7 +557,8 @@ class _Simulation:
     def node_local(self, placed: Sequence[ProposedAssignment]) -> bool:
         nominator = self.cycle.sched.nominator
         for assignment in placed:
-            # `assume` takes the member's nomination off its node: filters there would change.
+            # `assume` takes the member's nomination off the node it names: members there are
+            # filtered with it before the member is assumed and without it after.
             if nominator.nominated_node(assignment.pod.uid) not in ("", assignment.node_name):
                 return False
             if not self.fw.node_local(assignment.state):

@@ -30,6 +30,7 @@ from scheduler.framework.interface import (
     EventSink,
     FilterPlugin,
     NamespaceLister,
+    NodeLocalPlugin,
     PermitPlugin,
     PlacementFeasiblePlugin,
     PlacementGeneratePlugin,
@@ -411,8 +412,9 @@ def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_i
 
 
 def _says_node_local(plugin: Plugin, state: CycleState) -> bool:
-    node_local = getattr(plugin, "node_local", None)
-    return callable(node_local) and node_local(state) is True
+    if not callable(getattr(plugin, "node_local", None)):
+        return False
+    return cast(NodeLocalPlugin, plugin).node_local(state)
 
 
 def _named_rejection(plugin: str, status: Status) -> Status:
