@@ -494,6 +494,9 @@ class _Simulation:
         self.fw = fw
         self.state = state
         self.members = members
+        # (member uid, node) -> (the member, its copy placed there): reprieves assume the same
+        # members on the same nodes again and again.
+        self._placed: dict[tuple[str, str], tuple[Pod, Pod]] = {}
 
     def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
         cycle = self.cycle
@@ -524,7 +527,12 @@ class _Simulation:
     def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
         sched = self.cycle.sched
         pod, host, state = assignment.pod, assignment.node_name, assignment.state
-        assumed = dataclasses.replace(pod, node_name=host)
+        found = self._placed.get((pod.uid, host))
+        if found is not None and found[0] is pod:
+            assumed = found[1]
+        else:
+            assumed = dataclasses.replace(pod, node_name=host)
+            self._placed[(pod.uid, host)] = (pod, assumed)
         sched.cache.assume_pod(assumed)
         nominated = sched.nominator.nominated_node(pod.uid)
         sched.nominator.delete(pod.uid)
