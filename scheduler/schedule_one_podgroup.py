@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
@@ -494,6 +494,9 @@ class _Simulation:
         self.fw = fw
         self.state = state
         self.members = members
+        # (member uid, node) -> (the member, its copy placed there): reprieves assume the same
+        # members on the same nodes again and again.
+        self._placed: dict[tuple[str, str], tuple[Pod, Pod]] = {}
 
     def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
         cycle = self.cycle
@@ -524,7 +527,12 @@ class _Simulation:
     def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
         sched = self.cycle.sched
         pod, host, state = assignment.pod, assignment.node_name, assignment.state
-        assumed = dataclasses.replace(pod, node_name=host)
+        found = self._placed.get((pod.uid, host))
+        if found is not None and found[0] is pod:
+            assumed = found[1]
+        else:
+            assumed = dataclasses.replace(pod, node_name=host)
+            self._placed[(pod.uid, host)] = (pod, assumed)
         sched.cache.assume_pod(assumed)
         nominated = sched.nominator.nominated_node(pod.uid)
         sched.nominator.delete(pod.uid)
@@ -550,6 +558,20 @@ class _Simulation:
         if node_info is None:
             return None
         return self.fw.run_pre_filter_remove_pod(assignment.state, assignment.pod, pod, node_info)
+
+    def extends_pre_filter(self, assignment: ProposedAssignment) -> bool:
+        return self.fw.has_pre_filter_extensions(assignment.state)
+
+    def node_local(self, placed: Sequence[ProposedAssignment]) -> bool:
+        nominator = self.cycle.sched.nominator
+        for assignment in placed:
+            # `assume` takes the member's nomination off the node it names: members there are
+            # filtered with it before the member is assumed and without it after.
+            if nominator.nominated_node(assignment.pod.uid) not in ("", assignment.node_name):
+                return False
+            if not self.fw.node_local(assignment.state):
+                return False
+        return True
 
 
 def _group_unschedulable(*reasons: str) -> Status:

@@ -149,7 +149,12 @@ def select_victims(
     pdbs: Sequence[PodDisruptionBudget],
     refused: Collection[str] = (),
 ) -> tuple[Selection | None, Status | None]:
-    """kube's selectVictimsOnDomain over the simulation; every change to the view is undone."""
+    """kube's selectVictimsOnDomain over the simulation; every change to the view is undone.
+
+    A reprieve re-checks every placed member in kube. When the members' plugins are node-local and
+    all members fit before the first reprieve, only the members on the victim's nodes can stop
+    fitting (the others' nodes and cycle states are as they were when they last fitted), so only
+    those are checked: the same victims, checked with a fraction of the Filter calls."""
     potential = [v for v in candidates if v.priority < priority]
     if not potential:
         return None, Status.unresolvable(NO_VICTIMS)
@@ -165,14 +170,16 @@ def select_victims(
         potential.sort(key=Victim.importance)
         violating, non_violating = _split_by_pdb_violation(potential, pdbs, refused)
         placed = [a for a in assignments if a.node_name]
+        extended = [a for a in placed if simulation.extends_pre_filter(a)]
+        local = _MembersByNode(placed) if simulation.node_local(placed) and _all_fit(simulation, placed) else None
         chosen: list[Victim] = []
         violations = 0
         for victim, count in violating:
-            if not _reprieve(simulation, victim, placed, removed):
+            if not _reprieve(simulation, victim, placed, extended, removed, local):
                 chosen.append(victim)
                 violations += count
         for victim in non_violating:
-            if not _reprieve(simulation, victim, placed, removed):
+            if not _reprieve(simulation, victim, placed, extended, removed, local):
                 chosen.append(victim)
     finally:
         for pod in removed.values():
@@ -181,6 +188,23 @@ def select_victims(
     violating_uids = frozenset(p.uid for v, _ in violating for p in v.pods) & {p.uid for v in chosen for p in v.pods}
     nominations = {a.pod.uid: a.node_name for a in placed}
     return Selection(tuple(chosen), violations, violating_uids, nominations), None
+
+
+class _MembersByNode:
+    """The placed members by node, each list in placement order."""
+
+    def __init__(self, placed: Sequence[ProposedAssignment]) -> None:
+        self.by_node: dict[str, list[tuple[int, ProposedAssignment]]] = {}
+        for position, assignment in enumerate(placed):
+            self.by_node.setdefault(assignment.node_name, []).append((position, assignment))
+
+    def on_nodes_of(self, pods: Sequence[Pod]) -> list[ProposedAssignment]:
+        """The members on the pods' nodes, in placement order."""
+        nodes = {pod.node_name for pod in pods}
+        found = [entry for node in nodes for entry in self.by_node.get(node, ())]
+        if len(nodes) > 1:
+            found.sort(key=lambda entry: entry[0])
+        return [assignment for _, assignment in found]
 
 
 def _split_by_pdb_violation(
@@ -202,16 +226,30 @@ def _split_by_pdb_violation(
 
 
 def _reprieve(
-    simulation: PodGroupSimulation, victim: Victim, placed: Sequence[ProposedAssignment], removed: dict[str, Pod]
+    simulation: PodGroupSimulation,
+    victim: Victim,
+    placed: Sequence[ProposedAssignment],
+    extended: Sequence[ProposedAssignment],
+    removed: dict[str, Pod],
+    local: _MembersByNode | None,
 ) -> bool:
-    """Put the unit back; keep it if every placed member still passes Filter with the earlier members
-    assumed, else take it off again. The members' assumes are undone either way."""
-    _move(simulation, victim, placed, removed, back=True)
+    """Put the unit back; keep it if every placed member (with `local`, every member on its nodes)
+    still passes Filter with the earlier ones assumed, else take it off again."""
+    _move(simulation, victim, extended, removed, back=True)
+    members = placed if local is None else local.on_nodes_of(victim.pods)
+    return _all_fit(simulation, members, lambda: _move(simulation, victim, extended, removed, back=False))
+
+
+def _all_fit(
+    simulation: PodGroupSimulation, members: Sequence[ProposedAssignment], on_misfit: Callable[[], None] = lambda: None
+) -> bool:
+    """Whether each member passes Filter on its node with the earlier ones assumed; `on_misfit` runs
+    at the first that does not, while the assumes still stand. The assumes are undone either way."""
     undo: list[Callable[[], None]] = []
     try:
-        for assignment in placed:
+        for assignment in members:
             if simulation.fits(assignment) is not None:
-                _move(simulation, victim, placed, removed, back=False)
+                on_misfit()
                 return False
             undo.append(simulation.assume(assignment))
         return True
@@ -223,10 +261,12 @@ def _reprieve(
 def _move(
     simulation: PodGroupSimulation,
     victim: Victim,
-    placed: Sequence[ProposedAssignment],
+    extended: Sequence[ProposedAssignment],
     removed: dict[str, Pod],
     back: bool,
 ) -> None:
+    """Put the unit's pods back on (or take them off) their nodes, with AddPod (RemovePod) for the
+    members whose PreFilter extensions ran: for the others those are no-ops."""
     for pod in victim.pods:
         if back:
             simulation.add_pod(pod)
@@ -234,7 +274,7 @@ def _move(
         else:
             simulation.remove_pod(pod)
             removed[pod.uid] = pod
-        for assignment in placed:
+        for assignment in extended:
             change = simulation.pre_filter_add_pod if back else simulation.pre_filter_remove_pod
             status = change(assignment, pod)
             if status is not None:

@@ -301,6 +301,11 @@ class DynamicResources:
 
     # ---- Filter --------------------------------------------------------------------------
 
+    def node_local(self, state: CycleState) -> bool:
+        """Only when PreFilter skipped: the pod has no claims, and its Reserve and Unreserve leave
+        every claim alone. Otherwise Filter and Reserve read and change allocations all nodes share."""
+        return NAME in state.skip_filter_plugins
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
         if data is None:

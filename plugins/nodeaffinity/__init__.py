@@ -176,6 +176,10 @@ class NodeAffinity:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the Node's labels and fields alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None:

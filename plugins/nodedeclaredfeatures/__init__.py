@@ -81,6 +81,10 @@ class NodeDeclaredFeatures:
         declared = node.declared_features if node is not None else ()
         return required <= self.registry.node_features(declared)
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the Node's declared features alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         try:
             required = self._required(state)

@@ -38,6 +38,10 @@ class NodeName:
     def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
         return ((signing.NODE_NAME, pod.spec.get("nodeName") or ""),), None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the node's name alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if fits(pod, node_info):
             return None

@@ -107,6 +107,10 @@ class NodePorts:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the host ports of the node's pods alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         try:
             wanted = state.read(PRE_FILTER_KEY).ports

@@ -136,6 +136,10 @@ class NodeResourcesFit:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the node's allocatable and its pods' requests alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return filter_node(
             state, pod, node_info, self.args.ignored_resources, self.args.ignored_resource_groups, self._delegate

@@ -48,6 +48,10 @@ class NodeUnschedulable:
     def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
         return ((signing.TOLERATIONS, signing.tolerations(pod)),), None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the Node's spec.unschedulable alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         node = node_info.node
         if node is None or not node.unschedulable or tolerates_unschedulable(pod):

@@ -67,6 +67,10 @@ class NodeVolumeLimits:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the node's pods' volumes, its CSINode and VolumeAttachments alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return self._filtering.filter(state, pod, node_info)
 

@@ -160,6 +160,11 @@ class VolumeBinding:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Only when PreFilter skipped: the pod has no PVCs, and its Reserve assumes no PV. Otherwise
+        Filter and Reserve read and change PV bindings all nodes share."""
+        return NAME in state.skip_filter_plugins
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         data = state.get(STATE_KEY)
         if data is None or data.claims is None:

@@ -141,6 +141,10 @@ class VolumeZone:
     def pre_filter_extensions(self) -> None:
         return None
 
+    def node_local(self, state: CycleState) -> bool:
+        """Filter reads the Node's topology labels against the pod's PVs alone; no extensions, no Reserve."""
+        return True
+
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         if not pod_volumes(pod):
             return None

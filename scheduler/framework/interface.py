@@ -255,6 +255,19 @@ class SignPlugin(Plugin, Protocol):
         ...
 
 
+class NodeLocalPlugin(Plugin, Protocol):
+    """A Filter, PreFilter-with-extensions or Reserve plugin that can say its effects stay on one node
+    (pod-group preemption then re-checks only the members on the nodes a victim leaves or rejoins).
+    A plugin without this method counts as not node-local."""
+
+    def node_local(self, state: CycleState) -> bool:
+        """For the pod this cycle state belongs to: True when this plugin's Filter verdict on a node
+        reads nothing but that node's NodeInfo and the state, its AddPod/RemovePod of a pod on another
+        node cannot change that verdict, and its Reserve/Unreserve change nothing another node's
+        verdict reads."""
+        ...
+
+
 class ReservePlugin(Plugin, Protocol):
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -322,6 +335,18 @@ class PodGroupSimulation(Protocol):
 
     def pre_filter_remove_pod(self, assignment: ProposedAssignment, pod: Pod) -> Status | None:
         """PreFilterExtensions.RemovePod for the member's cycle state after `pod` left."""
+        ...
+
+    def extends_pre_filter(self, assignment: ProposedAssignment) -> bool:
+        """Whether some PreFilter plugin with extensions ran for the member: pre_filter_add_pod and
+        pre_filter_remove_pod do nothing for it otherwise."""
+        ...
+
+    def node_local(self, placed: Sequence[ProposedAssignment]) -> bool:
+        """Whether a pod added to or removed from a node can change, among the placed members filtered
+        in order (each assumed once it fits), only the verdicts of members assigned to that node:
+        every member's plugins are node-local in its cycle state, and no member's assume moves a
+        nomination off another node."""
         ...
 
 

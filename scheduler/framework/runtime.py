@@ -30,6 +30,7 @@ from scheduler.framework.interface import (
     EventSink,
     FilterPlugin,
     NamespaceLister,
+    NodeLocalPlugin,
     PermitPlugin,
     PlacementFeasiblePlugin,
     PlacementGeneratePlugin,
@@ -410,6 +411,12 @@ def _run_filter_plugin(plugin: FilterPlugin, state: CycleState, pod: Pod, node_i
     return _named_rejection(plugin.name, status)
 
 
+def _says_node_local(plugin: Plugin, state: CycleState) -> bool:
+    if not callable(getattr(plugin, "node_local", None)):
+        return False
+    return cast(NodeLocalPlugin, plugin).node_local(state)
+
+
 def _named_rejection(plugin: str, status: Status) -> Status:
     """A Filter's non-success status as the framework reports it: named, errors in kube's words."""
     if status.is_rejection:
@@ -730,6 +737,23 @@ class Framework:
             if status is not None and status.code != Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
+
+    def has_pre_filter_extensions(self, state: CycleState) -> bool:
+        """Whether AddPod/RemovePod can do anything for this cycle state: some PreFilter plugin with
+        extensions ran (did not skip)."""
+        skip = state.skip_filter_plugins
+        return any(p.name not in skip and p.pre_filter_extensions() is not None for p in self.pre_filter_plugins)
+
+    def node_local(self, state: CycleState) -> bool:
+        """Whether everything that acts for this cycle state stays on one node (NodeLocalPlugin): every
+        Filter plugin and PreFilter extension whose PreFilter did not skip, and every Reserve plugin
+        (Reserve runs whatever PreFilter said). A plugin that cannot say is not node-local."""
+        skip = state.skip_filter_plugins
+        extended = [p for p in self.pre_filter_plugins if p.pre_filter_extensions() is not None]
+        for plugin in (*self.filter_plugins, *extended):
+            if plugin.name not in skip and not _says_node_local(plugin, state):
+                return False
+        return all(_says_node_local(plugin, state) for plugin in self.reserve_plugins)
 
     def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         """The first non-success Filter status on this node (with its plugin), or None."""
