@@ -181,7 +181,7 @@ def _setpriv_pdeathsig() -> str | None:
     return setpriv if probe.returncode == 0 else None
 
 
-def _death_signal_prefix() -> list[str]:
+def death_signal_prefix() -> list[str]:
     """Make the child die with its parent, so that a test run killed outright (SIGTERM, SIGKILL; no
     atexit) leaves no process behind: start_new_session keeps it out of its parent's process group.
 
@@ -213,7 +213,7 @@ class ManagedProcess:
         self.env = dict(env) if env is not None else None
         with log_path.open("ab") as log:
             self._popen = subprocess.Popen(
-                [*_death_signal_prefix(), *self.argv],
+                [*death_signal_prefix(), *self.argv],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -281,7 +281,7 @@ _OWNER_FILE = "owner.pid"
 
 def _remove_orphaned_tempdirs() -> None:
     """Remove temp work dirs whose owning process is gone (a run killed outright: no stop(), no
-    atexit; its processes died with it, see _death_signal_prefix, but its files stayed)."""
+    atexit; its processes died with it, see death_signal_prefix, but its files stayed)."""
     for candidate in Path(tempfile.gettempdir()).glob(f"{_TEMPDIR_PREFIX}*"):
         try:
             owner = int((candidate / _OWNER_FILE).read_text().split()[0])

@@ -150,8 +150,9 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
     pairs = latest_pairs(files, _split(args.get("workloads", "")))
     lines = [
         "| upstream workload | threshold | ours pods/s | kube-scheduler pods/s | null binder | ours ÷ kube "
-        "| ours ÷ null | CPU ms/pod ours / kube | peak RSS MiB ours / kube | attempt p50/p99 ms ours · kube | run |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| ours ÷ null | CPU ms/pod ours / kube | peak RSS MiB ours / kube | attempt p50/p99 ms ours · kube "
+        "| other work, cores ours / kube | run |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for workload, f in pairs:
         ours, kube, null = f.pair(workload) or _never()
@@ -169,7 +170,8 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
             f"| {_f(_ratio(ours['throughput_avg'], null_tp), 2)} "
             f"| {_f(ours['cpu_ms_per_pod'], 2)} / {_f(kube['cpu_ms_per_pod'], 2)} "
             f"| {_f(ours['peak_rss_mib'])} / {_f(kube['peak_rss_mib'])} "
-            f"| {attempts(ours)} · {attempts(kube)} | {f.label} |"
+            f"| {attempts(ours)} · {attempts(kube)} "
+            f"| {_f(ours.get('other_busy_cores'), 2)} / {_f(kube.get('other_busy_cores'), 2)} | {f.label} |"
         )
     used = [f for f in files if any(f is g for _, g in pairs)]
     return "\n".join(lines + _legend(used))

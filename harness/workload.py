@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.controlplane import ControlPlane, free_ports
+from harness.controlplane import ControlPlane, death_signal_prefix, free_ports
 from scheduler.model.objects import Resource
 
 T = TypeVar("T")
@@ -52,7 +52,10 @@ def running_scheduler_process(
     `env` adds environment variables (a benchmark variant's settings)."""
     (port,) = free_ports(1)
     log_path = plane.log_dir / f"scheduler-{scheduler_name}.log"
+    # Dies with this process, as the control plane's do: a benchmark killed outright (SIGTERM, no
+    # finally) once left three schedulers re-binding into a gone apiserver at a core each.
     args = [
+        *death_signal_prefix(),
         sys.executable,
         "-m",
         "scheduler",

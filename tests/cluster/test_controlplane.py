@@ -317,3 +317,34 @@ def test_cli_up_and_down_leave_no_process(tmp_path: Path) -> None:
     assert not (directory / "kubeconfig").exists()
     assert cli("status").returncode == 1
     assert "was not running" in cli("down").stdout
+
+
+_HARNESS_KILLED_OUTRIGHT = """
+import sys, time
+from harness.controlplane import ControlPlane
+from harness.workload import running_scheduler_process
+
+with ControlPlane() as plane, running_scheduler_process(plane, "orphan-check") as scheduler:
+    processes = [scheduler.pid, *(p.pid for p in plane.processes)]
+    print(" ".join(map(str, processes)), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_harness_killed_outright_leaves_no_scheduler_behind() -> None:
+    # pkill of a benchmark (SIGTERM: no finally, no atexit) once left our schedulers running,
+    # re-binding into an apiserver that was gone, a core each, under the next make test.
+    pids: list[int] = []
+    with subprocess.Popen(
+        [sys.executable, "-c", _HARNESS_KILLED_OUTRIGHT], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+    ) as harness:
+        try:
+            assert harness.stdout is not None
+            pids = [int(pid) for pid in harness.stdout.readline().split()]
+            assert len(pids) >= 3 and all(_pid_alive(pid) for pid in pids)
+        finally:
+            harness.terminate()
+    deadline = time.monotonic() + 15
+    while [pid for pid in pids if _pid_alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in pids if _pid_alive(pid)]

@@ -113,6 +113,19 @@ def test_a_rerun_of_ours_alone_is_never_paired_with_another_runs_kube_scheduler(
     assert row.endswith("| c0ffee0 10:00 |")
 
 
+def test_the_other_work_on_the_machine_is_shown_per_scheduler(tmp_path: Path) -> None:
+    # Rows measured before other_busy_cores existed show a dash; later ones their cores.
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    (row,) = _latest_rows(tmp_path)
+    assert row.endswith("| - / - | c0ffee0 10:00 |")
+    busy = [_row(W, "ours", 160) | {"other_busy_cores": 1.25}, _row(W, "kube", 100) | {"other_busy_cores": 0.04}]
+    _bench(tmp_path, "2026-12-02-upstream-full", "2026-12-02T10:00:00+00:00", busy, "bbbbbbb")
+    (row,) = _latest_rows(tmp_path)
+    assert row.endswith("| 1.25 / 0.04 | bbbbbbb 10:00 |")
+
+
 def test_a_run_too_short_for_a_throughput_sample_gives_no_row(tmp_path: Path) -> None:
     # Upstream's short workloads at their own size bind a handful of pods: no throughput sample,
     # so no ratio; the earlier measured pair keeps the row.
