@@ -155,6 +155,18 @@ def saw_assigned_pod_delete(text: str) -> bool:
     return 'scheduler_event_handling_duration_seconds_count{event="AssignedPodDelete"}' in text
 
 
+def flushed_past_the_delete(text: str) -> bool:
+    """kube-scheduler writes some series (Sign's extension-point duration, queueing-hint durations)
+    through an asynchronous recorder flushed once a second, first in first out: once the hint it ran
+    for the delete (NodeResourcesFit, for the pods too big to fit) shows, everything observed before
+    it (every pod's Sign at queue entry) shows too."""
+    return any(
+        line.startswith("scheduler_queueing_hint_execution_duration_seconds_count{")
+        and 'event="AssignedPodDelete"' in line
+        for line in text.splitlines()
+    )
+
+
 @pytest.fixture
 def two_namespaces(core: Any, namespace: str) -> Iterator[tuple[str, str]]:
     other = f"{namespace}-ours"
@@ -194,6 +206,7 @@ def test_every_kube_scheduler_family_is_ours_or_not_applicable(
                 wait_for(functools.partial(settled, core, ns), 60, f"workload settled in {ns}")
                 core.delete_namespaced_pod("fit-0", ns)
             wait_for(lambda: saw_assigned_pod_delete(kube_metrics(kube.port)), 30, "kube saw the delete")
+            wait_for(lambda: flushed_past_the_delete(kube_metrics(kube.port)), 30, "kube flushed its hint for the delete")
             wait_for(lambda: saw_assigned_pod_delete(metrics_text(our_port)), 30, "ours saw the delete")
             kube_families = parse(kube_metrics(kube.port))
             our_families = parse(metrics_text(our_port))
