@@ -421,32 +421,40 @@ class Scheduler:
             if rejected:
                 unexplained = [row for row in rejected if row not in nominated]
                 explained = dict(zip(unexplained, batch.rejections(state, pod, infos, unexplained), strict=True))
-                for row in rejected:
-                    status = nominated[row] if row in nominated else explained[row]
-                    self._record_rejection(fw, state, pod, infos[row], status, diagnosis)
+                self._record_rejections(
+                    pod,
+                    [(infos[row], nominated[row] if row in nominated else explained[row]) for row in rejected],
+                    diagnosis,
+                )
         else:
             processed = 0
             batch_ok = mask.tolist()
+            # Rows in the order reached, with their status; rows the batch forms rejected get theirs
+            # afterwards, all at once (one numpy pass, not one per row), and are recorded in place.
+            reached: list[tuple[int, Status | None]] = []
+            batch_rejected: list[int] = []
             for row in order.tolist():
-                info = infos[row]
                 processed += 1
                 if row in nominated:
                     status = nominated[row]
-                    if status is None:
-                        feasible.append(info)
-                        if len(feasible) >= to_find:
-                            break
-                        continue
                 elif batch_ok[row]:
-                    status = fw.run_filter_plugins(per_node, state, pod, info)
-                    if status is None:
-                        feasible.append(info)
-                        if len(feasible) >= to_find:
-                            break
-                        continue
+                    status = fw.run_filter_plugins(per_node, state, pod, infos[row])
                 else:
-                    status = batch.rejections(state, pod, infos, [row])[0]
-                self._record_rejection(fw, state, pod, info, status, diagnosis)
+                    batch_rejected.append(row)
+                    reached.append((row, None))
+                    continue
+                if status is None:
+                    feasible.append(infos[row])
+                    if len(feasible) >= to_find:
+                        break
+                    continue
+                reached.append((row, status))
+                if status.code == Code.ERROR:
+                    break
+            explained = dict(zip(batch_rejected, batch.rejections(state, pod, infos, batch_rejected), strict=True))
+            self._record_rejections(
+                pod, [(infos[row], explained[row] if status is None else status) for row, status in reached], diagnosis
+            )
         self._filtered(fw, state, started, len(feasible), diagnosis)
         self.next_start_node_index = (start + processed) % num_nodes
         return feasible, diagnosis
@@ -459,16 +467,21 @@ class Scheduler:
         return num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, num_nodes)
 
     @staticmethod
-    def _record_rejection(
-        fw: Framework, state: CycleState, pod: Pod, info: NodeInfo, status: Status | None, diagnosis: Diagnosis
-    ) -> None:
-        if status is None:
-            # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
-            raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
-        if status.code == Code.ERROR:
-            raise PluginError(status.message)
-        diagnosis.node_to_status[info.name] = status
-        diagnosis.add_plugin_status(status)
+    def _record_rejections(pod: Pod, rejected: Sequence[tuple[NodeInfo, Status | None]], diagnosis: Diagnosis) -> None:
+        """Record each rejected node's status in order; a plugin's status shared by many nodes is
+        looked at once (an error raises where the per-node loop would have stopped)."""
+        node_to_status = diagnosis.node_to_status
+        seen: set[int] = set()
+        for info, status in rejected:
+            if status is None:
+                # A batch form rejected a node its per-node form accepts: a plugin bug. Fail loudly.
+                raise RuntimeError(f"batch and per-node filters disagree on node {info.name} for pod {pod.key}")
+            if id(status) not in seen:  # every status is alive in `rejected`: ids are not reused
+                seen.add(id(status))
+                if status.code == Code.ERROR:
+                    raise PluginError(status.message)
+                diagnosis.add_plugin_status(status)
+            node_to_status[info.name] = status
 
     def _find_per_node(
         self, fw: Framework, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo], diagnosis: Diagnosis
@@ -495,7 +508,7 @@ class Scheduler:
                 if len(feasible) >= to_find:
                     break
             else:
-                self._record_rejection(fw, state, pod, node_info, node_status, diagnosis)
+                self._record_rejections(pod, [(node_info, node_status)], diagnosis)
         self._filtered(fw, state, started, len(feasible), diagnosis)
         # kube advances the start over all nodes, also when a PreFilter result narrowed the list.
         self.next_start_node_index = (self.next_start_node_index + processed) % len(self.snapshot)

@@ -17,11 +17,11 @@ from plugins.podtopologyspread.common import NAME as NAME
 from plugins.podtopologyspread.common import pod_constraints
 from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
 from plugins.podtopologyspread.defaults import PodTopologySpreadArgs, WorkloadLister, parse_args
-from plugins.podtopologyspread.filtering import Filtering, filter_node, update_counts
+from plugins.podtopologyspread.filtering import Filtering, filter_batch, filter_node, update_counts
 from plugins.podtopologyspread.scoring import Scoring, normalize_batch, normalize_scores, score_batch, score_node
 from scheduler.framework.interface import Handle
 from scheduler.framework.signing import SignFragment
-from scheduler.framework.table import IntArray, NodeTable
+from scheduler.framework.table import FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -71,6 +71,9 @@ class PodTopologySpread(CountingPreFilterExtensions):
 
     def filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
         return filter_node(state, pod, node_info)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
+        return filter_batch(state, pod, table)
 
     # ---- PreScore / Score --------------------------------------------------------------
 

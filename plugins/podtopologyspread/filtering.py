@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from plugins.helper import RowCountCache
 from plugins.podtopologyspread.common import NAME, MatchingPods
 from plugins.podtopologyspread.constraints import (
@@ -24,7 +26,7 @@ from plugins.podtopologyspread.constraints import (
     has_all_topology_keys,
 )
 from scheduler.framework.interface import Handle
-from scheduler.framework.table import NodeTable
+from scheduler.framework.table import PER_NODE, FilterVerdicts, IntArray, NodeTable
 from scheduler.framework.types import Code, CycleState, NodeInfo, PreFilterResult, StateKey, Status
 from scheduler.model.objects import Pod
 from scheduler.model.selectors import SelectorError, required_node_affinity, tolerations_of
@@ -153,6 +155,39 @@ def filter_node(state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | No
         if domains.counts.get(domain, 0) + self_match - minimum > c.max_skew:
             return Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH, plugin=NAME)
     return None
+
+
+_NOT_MATCH = 1
+_LABEL_MISSING = 2
+_REJECTIONS = {
+    _NOT_MATCH: Status.unschedulable(ERR_REASON_CONSTRAINTS_NOT_MATCH, plugin=NAME),
+    _LABEL_MISSING: Status.unresolvable(ERR_REASON_NODE_LABEL_NOT_MATCH, plugin=NAME),
+}
+
+
+def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
+    """filter_node for every row at once: each constraint's domain counts laid over the table's
+    column of its topology key; per row the first constraint it fails, as filter_node checks them.
+    None without PreFilter state (the per-node form reports the error); rows without their node
+    are left to the per-node form."""
+    pre = state.get(PRE_FILTER_KEY)
+    if pre is None:
+        return None
+    keys: IntArray = np.zeros(table.size, np.int64)
+    # The last constraint first, so that a row's earliest failing constraint writes its key last.
+    for c, domains in reversed(list(zip(pre.constraints, pre.domains, strict=True))):
+        codes, by_value = table.label_codes(c.topology_key)
+        counts = domains.counts
+        per_code: IntArray = np.zeros(len(by_value) + 1, np.int64)  # the extra slot: code -1
+        per_code[:-1] = np.fromiter((counts.get(value, 0) for value in by_value), np.int64, len(by_value))
+        minimum = domains.minimum() if len(counts) >= c.min_domains else 0
+        self_match = 1 if c.selector.matches(pod.labels) else 0
+        too_skewed = per_code + (self_match - minimum) > c.max_skew
+        missing = codes < 0
+        keys[too_skewed[codes] & ~missing] = _NOT_MATCH
+        keys[missing] = _LABEL_MISSING
+    keys[~table.node_mask((NAME, "has node"), lambda node: True)] = PER_NODE
+    return FilterVerdicts.from_keys(keys, _REJECTIONS.__getitem__)
 
 
 def _node_contributions(

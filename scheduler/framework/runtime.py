@@ -467,11 +467,15 @@ class BatchFilter:
             pending &= ~hit
             index = np.flatnonzero(hit)
             explained = verdicts.statuses(at[index]) if verdicts is not None else [None] * len(index)
+            named: dict[int, Status] = {}  # a verdict's status object is shared by the rows it covers
             for i, status in zip(index.tolist(), explained, strict=True):
                 if status is None:
                     out[i] = _run_filter_plugin(plugin, state, pod, infos[rows[i]])
                 else:
-                    out[i] = _named_rejection(plugin.name, status)
+                    known = named.get(id(status))
+                    if known is None:
+                        known = named[id(status)] = _named_rejection(plugin.name, status)
+                    out[i] = known
             if not pending.any():
                 break
         return out

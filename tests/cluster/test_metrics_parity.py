@@ -206,7 +206,7 @@ def test_every_kube_scheduler_family_is_ours_or_not_applicable(
                 wait_for(functools.partial(settled, core, ns), 60, f"workload settled in {ns}")
                 core.delete_namespaced_pod("fit-0", ns)
             wait_for(lambda: saw_assigned_pod_delete(kube_metrics(kube.port)), 30, "kube saw the delete")
-            wait_for(lambda: flushed_past_the_delete(kube_metrics(kube.port)), 30, "kube flushed its hint for the delete")
+            wait_for(lambda: flushed_past_the_delete(kube_metrics(kube.port)), 30, "kube flushed the delete hint")
             wait_for(lambda: saw_assigned_pod_delete(metrics_text(our_port)), 30, "ours saw the delete")
             kube_families = parse(kube_metrics(kube.port))
             our_families = parse(metrics_text(our_port))

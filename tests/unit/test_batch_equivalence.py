@@ -18,7 +18,7 @@ from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
 from scheduler.config import SchedulerConfig, default_config, parse_config
 from scheduler.framework.table import FilterVerdicts
-from scheduler.framework.types import CycleState, Diagnosis, FitError, Status
+from scheduler.framework.types import Code, CycleState, Diagnosis, FitError, Status
 from scheduler.informers import Informers
 from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
@@ -41,6 +41,7 @@ TOLERATIONS = [
 IMAGES = {"nginx:latest": 300 * 2**20, "redis:7": 120 * 2**20, "big:1": 900 * 2**20}
 # Nodes may report another size for the same image name: kube's cache keeps the first one.
 OTHER_SIZE = {"nginx:latest": 40 * 2**20, "redis:7": 700 * 2**20, "big:1": 2000 * 2**20}
+APPS = ["web", "db"]
 FEATURES = ["RestartAllContainersOnContainerExits", "UserNamespacesHostNetworkSupport", "ExtendWebSocketsToKubelet"]
 SHAPES = [
     [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}],
@@ -92,6 +93,23 @@ def requirement(draw: Any) -> dict[str, Any]:
     return {"key": key, "operator": op, **({"values": values} if op in ("In", "NotIn") else {})}
 
 
+def spread_constraint(draw: Any) -> dict[str, Any]:
+    """A topologySpreadConstraint over keys every node, some nodes or no node carries."""
+    hard = draw(st.booleans())
+    out: dict[str, Any] = {
+        "maxSkew": draw(st.integers(1, 2)),
+        "topologyKey": draw(st.sampled_from(["kubernetes.io/hostname", "topology.kubernetes.io/zone", "disk"])),
+        "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": draw(st.sampled_from(APPS))}},
+    }
+    if hard and draw(st.booleans()):
+        out["minDomains"] = draw(st.integers(1, 4))
+    for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        if draw(st.booleans()):
+            out[policy] = draw(st.sampled_from(["Honor", "Ignore"]))
+    return out
+
+
 @st.composite
 def pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
     resources: dict[str, str] = {}
@@ -126,9 +144,17 @@ def pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
             spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
                 "preferredDuringSchedulingIgnoredDuringExecution"
             ] = preferred
+        if draw(st.booleans()):
+            spec["topologySpreadConstraints"] = [spread_constraint(draw) for _ in range(draw(st.integers(1, 2)))]
+    if draw(st.booleans()):
+        # NodePorts has no batch form: its pods take the batch path's per-node loop.
+        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}]
     status: dict[str, Any] = {}
     resource_shapes(draw, spec, status, assigned=bool(node_name))
-    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": spec, "status": status}
+    metadata: dict[str, Any] = {"name": name, "namespace": "default", "uid": name}
+    if draw(st.booleans()):
+        metadata["labels"] = {"app": draw(st.sampled_from(APPS))}
+    return {"metadata": metadata, "spec": spec, "status": status}
 
 
 def resource_shapes(draw: Any, spec: dict[str, Any], status: dict[str, Any], assigned: bool) -> None:
@@ -676,3 +702,47 @@ def test_batch_path_works_out_reasons_only_for_the_rejected_rows_it_reaches() ->
     assert rejected["n3"] == ("NodeResourcesFit", ("Insufficient cpu",))
     # n2 lacks cpu too, but TaintToleration rejects it first: NodeResourcesFit is asked about n3 only.
     assert asked == [("NodeResourcesFit", [3])]
+
+
+def test_spread_batch_filter_names_each_nodes_first_failing_constraint() -> None:
+    """Two hard constraints: a node whose zone is too full and that lacks the second constraint's
+    key fails the first (its skew), not the second (the missing label)."""
+
+    def make(i: int, zone: str, disk: str | None) -> dict[str, Any]:
+        labels = {"kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": zone}
+        if disk:
+            labels["disk"] = disk
+        return {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1", "labels": labels},
+            "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "110"}},
+        }
+
+    def web(name: str, node_name: str = "", constraints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulerName": NAME, "nodeName": node_name, "containers": [{"name": "c"}]}
+        if constraints:
+            spec["topologySpreadConstraints"] = constraints
+        return {"metadata": {"name": name, "namespace": "default", "uid": name, "labels": {"app": "web"}}, "spec": spec}
+
+    nodes = [make(0, "a", None), make(1, "a", "ssd"), make(2, "b", "hdd")]
+    sched = load(nodes, [web("e0", "n1"), web("e1", "n1")])
+    fw = sched.frameworks[NAME]
+    selector = {"matchLabels": {"app": "web"}}
+    pod = Pod.from_raw(
+        web(
+            "p",
+            constraints=[
+                {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector}
+                for key in ("topology.kubernetes.io/zone", "disk")
+            ],
+        )
+    )
+    spread = next(p for p in fw.filter_plugins if p.name == "PodTopologySpread")
+    state = CycleState()
+    _, status, _ = fw.run_pre_filter(state, pod, sched.snapshot.list())
+    assert status is None
+    verdicts = spread.filter_batch(state, pod, sched.snapshot.table)  # type: ignore[attr-defined]
+    assert isinstance(verdicts, FilterVerdicts)
+    expected = [spread.filter(state, pod, info) for info in sched.snapshot.list()]
+    skewed = (Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",), "PodTopologySpread")
+    assert [described(s, "") for s in expected] == [skewed, skewed, None]
+    assert agrees(verdicts, expected, "PodTopologySpread")
