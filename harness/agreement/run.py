@@ -205,29 +205,28 @@ class Side:
         return result
 
     def _wait_cache(self, nodes: int, pods: int, what: str) -> None:
-        # A scheduler's cache is visible only through its metrics or its dump: polled, not slept on.
-        seen: dict[str, int] = {}
-
-        def synced() -> bool:
-            seen.update(self.cache_sizes())
-            return seen.get("nodes") == nodes and seen.get("pods") == pods
-
-        try:
-            wait_for(synced, timeout=30, what=f"{self.side} cache {what} ({nodes} nodes, {pods} pods)", interval=0.05)
-        except AssertionError as err:
-            raise AssertionError(f"{err}; last seen {seen}") from None
+        self._wait_sizes(
+            lambda seen: seen.get("nodes") == nodes and seen.get("pods") == pods,
+            f"cache {what} ({nodes} nodes, {pods} pods)",
+            30,
+        )
 
     def _wait_pending(self, pending: int) -> None:
+        self._wait_sizes(
+            lambda seen: seen["pending"] >= pending, f"queue holding {pending} pods", MEMBERS_QUEUED_TIMEOUT
+        )
+
+    def _wait_sizes(self, reached: Callable[[dict[str, int]], bool], what: str, timeout: float) -> None:
+        """Poll the scheduler's cache and queue sizes until `reached` holds. A scheduler's cache is
+        visible only through its metrics or its dump: polled, not slept on."""
         seen: dict[str, int] = {}
 
-        def queued() -> bool:
+        def check() -> bool:
             seen.update(self.cache_sizes())
-            return seen["pending"] >= pending
+            return reached(seen)
 
         try:
-            wait_for(
-                queued, timeout=MEMBERS_QUEUED_TIMEOUT, what=f"{self.side} queue holding {pending} pods", interval=0.05
-            )
+            wait_for(check, timeout=timeout, what=f"{self.side} {what}", interval=0.05)
         except AssertionError as err:
             raise AssertionError(f"{err}; last seen {seen}") from None
 

@@ -124,9 +124,15 @@ class RowCountCache(Generic[K]):
         self._entries: dict[Hashable, _RowCounts[K]] = {}
 
     def get(
-        self, key: Hashable, table: NodeTable, maps: int, contributions: Callable[[NodeInfo], Contributions[K]]
+        self,
+        key: Hashable,
+        table: NodeTable,
+        maps: int,
+        contributions: Callable[[NodeInfo], Contributions[K]],
+        positive_only: bool = False,
     ) -> list[dict[K, int]]:
-        """Copies of the count maps (callers may change them)."""
+        """Copies of the count maps (callers may change them); `positive_only` leaves out keys
+        counting 0 (which a caller not told of empty domains would drop anyway)."""
         entry = self._entries.get(key)
         if entry is None or entry.layout is not table.layout:
             if len(self._entries) >= self.MAX_ENTRIES:
@@ -147,6 +153,8 @@ class RowCountCache(Generic[K]):
         entry.generations = table.generation.copy()
         # A key stays while some node contributes to it, even with a count of 0 (an empty domain
         # is still a domain); keys no node contributes to any more are dropped.
+        if positive_only:  # amounts are positive: a key counting above 0 has contributing rows
+            return [{k: v for k, v in c.items() if v} for c in entry.counts]
         return [{k: v for k, v in c.items() if r[k]} for c, r in zip(entry.counts, entry.rows, strict=True)]
 
 

@@ -114,17 +114,13 @@ class Filtering:
                     return []
                 labels = node.labels
                 out: list[tuple[int, TopologyPair, int]] = []
-                if not own_terms:
-                    # Only existing pods' required anti-affinity can count.
-                    for other in info.pods_with_required_anti_affinity.values():
-                        for term in self.existing.of(other).required_anti_affinity:
-                            if term.topology_key in labels and term.matches(pod, labels_of_namespace):
-                                out.append((0, (term.topology_key, labels[term.topology_key]), 1))
-                    return out
-                for other in info.pods.values():
+                # Without terms of its own, only existing pods' required anti-affinity can count.
+                for other in (info.pods if own_terms else info.pods_with_required_anti_affinity).values():
                     for term in self.existing.of(other).required_anti_affinity:
                         if term.topology_key in labels and term.matches(pod, labels_of_namespace):
                             out.append((0, (term.topology_key, labels[term.topology_key]), 1))
+                    if not own_terms:
+                        continue
                     if matches_all(affinity, other):
                         out += [
                             (1, (t.topology_key, labels[t.topology_key]), 1)
@@ -138,8 +134,7 @@ class Filtering:
                     ]
                 return out
 
-            maps = self._counts.get(key, table, 3, contributions)
-            existing, affinity_counts, anti_counts = ({k: v for k, v in m.items() if v} for m in maps)
+            existing, affinity_counts, anti_counts = self._counts.get(key, table, 3, contributions, positive_only=True)
             if not existing and not own_terms:
                 return None, Status(Code.SKIP, plugin=NAME)
             state.write(

@@ -734,8 +734,7 @@ class PriorityQueue:
         previous = info.pod
         info.pod = pod
         self._sign(info)
-        if self._waiting is not None:
-            self._waiting.add(info)  # the keys its scopes give it may have changed (claims named in its status)
+        self._park(info)  # re-indexed where it is: its scopes' keys may have changed (claims in its status)
         # A gated pod's rejector is its gating plugin: the update that plugin registered (gates removed)
         # runs PreEnqueue again; a pod still gated comes straight back here.
         for event in pod_scheduling_properties_change(pod, previous, is_target=True):
