@@ -89,6 +89,35 @@ class BenchFile:
             return None
         return ours, kube, None if null is None or null.get("error") else null
 
+    def measured(self, row: Mapping[str, Any]) -> datetime.datetime:
+        """When a row finished: its own `measured_at` (a resumed run keeps its earlier rows' times),
+        or the run's start for files written before rows had one."""
+        at = row.get("measured_at")
+        if at is None:
+            return self.started
+        try:
+            return datetime.datetime.fromisoformat(at).astimezone(datetime.UTC)
+        except (TypeError, ValueError) as err:
+            raise ReadmeError(f"{self.path}: {row['workload']} / {row['scheduler']}: measured_at {at!r}") from err
+
+    def row_label(self, row: Mapping[str, Any]) -> str:
+        """A row's commit and time; the run's label for rows without a time of their own."""
+        if "measured_at" not in row:
+            return self.label
+        return f"{row.get('commit', self.commit)} {self.measured(row):%H:%M}"
+
+    def pair_measured(self, workload: str) -> datetime.datetime:
+        """When this run's ours/kube-scheduler pair of `workload` was complete: the later row's time."""
+        ours, kube, _ = self.pair(workload) or _never()
+        return max(self.measured(ours), self.measured(kube))
+
+    def pair_label(self, workload: str) -> str:
+        """Ours' commit (kube-scheduler's binary is pinned) and the time the pair was complete."""
+        ours, kube, _ = self.pair(workload) or _never()
+        if "measured_at" not in ours and "measured_at" not in kube:
+            return self.label
+        return f"{ours.get('commit', self.commit)} {self.pair_measured(workload):%H:%M}"
+
 
 _MEASURED = ("throughput_avg", "throughput_p50", "throughput_p99", "cpu_ms_per_pod", "peak_rss_mib", "phases")
 
@@ -127,22 +156,29 @@ def _workloads(files: Sequence[BenchFile], match: Sequence[str]) -> list[str]:
     return list(seen)
 
 
-def _legend(files: Iterable[BenchFile]) -> list[str]:
-    """Which file each run label stands for, and the commits its rows carry when the work tree
-    moved during the run (a row records the commit it was measured at)."""
+def _legend(files: Iterable[BenchFile], labels: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """Which file each run label stands for (`labels`: file path -> the labels shown for its rows, when
+    not the file's own), and the commits its rows carry when the work tree moved during the run (a
+    row records the commit it was measured at)."""
 
     def one(f: BenchFile) -> str:
         commits = sorted({str(row.get("commit", f.commit)) for rows in f.runs.values() for row in rows.values()})
         moved = f" (rows measured at {', '.join(commits)})" if commits != [f.commit] else ""
-        return f"{f.label} UTC = `{f.path}`{moved}"
+        shown = ", ".join((labels or {}).get(f.path) or [f.label])
+        return f"{shown} UTC = `{f.path}`{moved}"
 
     return ["", "Runs: " + "; ".join(one(f) for f in files) + "."]
 
 
 def latest_pairs(files: Sequence[BenchFile], match: Sequence[str] = ()) -> list[tuple[str, BenchFile]]:
-    """Per workload, the latest full-size run that measured both ours and kube-scheduler."""
+    """Per workload, the full-size run whose pair of ours and kube-scheduler was measured last, by the
+    rows' own times (a resumed run's file started before the rows it measured after resuming); of
+    pairs measured at the same time, the later file's."""
     full = _full_size(files)
-    return [(workload, next(f for f in reversed(full) if f.pair(workload))) for workload in _workloads(full, match)]
+    return [
+        (workload, max((f for f in reversed(full) if f.pair(workload)), key=lambda f: f.pair_measured(workload)))
+        for workload in _workloads(full, match)
+    ]
 
 
 def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
@@ -154,9 +190,13 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
         "| other work, cores ours / kube | run |",
         "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
+    labels: dict[str, list[str]] = {}
     for workload, f in pairs:
         ours, kube, null = f.pair(workload) or _never()
         null_tp = null["throughput_avg"] if null else None
+        label = f.pair_label(workload)
+        if label not in labels.setdefault(f.path, []):
+            labels[f.path].append(label)
 
         def tp(row: Mapping[str, Any]) -> str:
             return f"{_f(row['throughput_avg'])} ({_f(row['throughput_p50'])}/{_f(row['throughput_p99'])})"
@@ -171,10 +211,10 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
             f"| {_f(ours['cpu_ms_per_pod'], 2)} / {_f(kube['cpu_ms_per_pod'], 2)} "
             f"| {_f(ours['peak_rss_mib'])} / {_f(kube['peak_rss_mib'])} "
             f"| {attempts(ours)} · {attempts(kube)} "
-            f"| {_f(ours.get('other_busy_cores'), 2)} / {_f(kube.get('other_busy_cores'), 2)} | {f.label} |"
+            f"| {_f(ours.get('other_busy_cores'), 2)} / {_f(kube.get('other_busy_cores'), 2)} | {label} |"
         )
     used = [f for f in files if any(f is g for _, g in pairs)]
-    return "\n".join(lines + _legend(used))
+    return "\n".join(lines + _legend(used, labels))
 
 
 def block_bench_summary(root: Path, args: Mapping[str, str]) -> str:
@@ -310,7 +350,7 @@ def block_bench_ab(root: Path, args: Mapping[str, str]) -> str:
                 if (key in ("ours", "kube") or key.startswith("ours-")) and not row.get("error"):
                     variants += key != "ours"
                     lines.append(
-                        f"| {f.label} | {workload} | `{key}` | {_f(row['throughput_avg'])} "
+                        f"| {f.row_label(row)} | {workload} | `{key}` | {_f(row['throughput_avg'])} "
                         f"| {row['cpu_ms_per_pod']:.2f} | {_f(row['peak_rss_mib'])} |"
                     )
         if not variants:

@@ -859,13 +859,18 @@ def _ratio(a: Any, b: Any) -> str:
     return "-" if not a or not b else f"{a / b:.2f}"
 
 
+def _resumes(results: Mapping[str, Any]) -> str:
+    times = results.get("resumed") or ()
+    return f", resumed {', '.join(times)} (each row at its own commit)" if times else ""
+
+
 def markdown(results: Mapping[str, Any]) -> str:
     lines = [
         f"# Upstream scheduler_perf workloads ({results['kubernetes']}), {results['date']}",
         "",
         f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cores', '?')} cores; "
-        f"commit {results['commit']}; scale {results['scale']} of upstream's counts. Thresholds are upstream's "
-        "(their 6-CPU CI machines), for scale only.",
+        f"commit {results['commit']}{_resumes(results)}; scale {results['scale']} of upstream's counts. "
+        "Thresholds are upstream's (their 6-CPU CI machines), for scale only.",
         "",
         "| workload | threshold | ours pods/s avg (p50/p99) | kube pods/s avg (p50/p99) | null pods/s | ours ÷ kube"
         " | ours ÷ null | CPU ms/pod ours / kube | peak RSS MiB ours / kube | attempt p50/p99 ms ours | kube |",
@@ -926,16 +931,31 @@ def markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _resumable(path: Path, results: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The rows of an earlier run in the same folder that finished without error, when it measured the
-    same thing (scale, Kubernetes version); a row of another commit is kept and says its commit."""
+def _resumed(path: Path, results: Mapping[str, Any]) -> dict[str, Any]:
+    """The results to carry on from: `results` with the rows of an earlier run in the same folder that
+    finished without error, when it measured the same thing (scale, Kubernetes version). The kept rows
+    stay as written (each says its commit and when it was measured), and the file stays the first
+    run's: its `date`, `started` and `commit`, with `resumed` listing when each resume started."""
     if not path.exists():
-        return {}
+        return dict(results)
     earlier = json.loads(path.read_text())
     for key in ("scale", "kubernetes"):
         if earlier.get(key) != results[key]:
             raise UpstreamError(f"--resume: {path} has {key} {earlier.get(key)}, this run {results[key]}")
-    return {(row["workload"], row["scheduler"]): row for row in earlier.get("runs") or () if not row.get("error")}
+    return {
+        **results,
+        **{key: earlier[key] for key in ("date", "started", "commit")},
+        "resumed": [*earlier.get("resumed", ()), results["started"]],
+        "runs": [row for row in earlier.get("runs") or () if not row.get("error")],
+    }
+
+
+def _record(results: dict[str, Any], row: dict[str, Any], path: Path) -> None:
+    """Add a row that has just finished, stamped with that time, and write the results: after every
+    row, so an interrupted unattended run keeps what it measured (--resume)."""
+    row["measured_at"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    results["runs"].append(row)
+    path.write_text(json.dumps(results, indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1037,10 +1057,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        done = _resumable(out_dir / "results.json", results) if args.resume else {}
+        results = _resumed(out_dir / "results.json", results) if args.resume else results
     except UpstreamError as err:
         parser.error(str(err))
-    results["runs"] = list(done.values())
+    done = {(row["workload"], row["scheduler"]) for row in results["runs"]}
     for workload in runnable:
         for kind in kinds:
             if (workload.key, kind.key) in done:
@@ -1068,9 +1088,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{_fmt(row.get('other_busy_cores'), 2)} cores busy with other work",
                 flush=True,
             )
-            results["runs"].append(row)
-            # Written after every row: an interrupted unattended run keeps what it measured (--resume).
-            (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+            _record(results, row, out_dir / "results.json")
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(results)
     if args.scaling:

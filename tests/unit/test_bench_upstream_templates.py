@@ -3,6 +3,7 @@ the op's templateParams, label-selector barriers, operators' own config folders,
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from harness.bench.upstream import (
     upstream_workloads,
     user_workloads,
 )
-from harness.bench.upstream_run import Executor, PodTracker, _resumable, main
+from harness.bench.upstream_run import Executor, PodTracker, _record, _resumed, main
 from plugins.registry import IN_TREE
 
 OURS = [module.NAME for module in IN_TREE if not getattr(module, "STAND_IN", False)]
@@ -112,18 +113,40 @@ def test_an_operators_config_folder_reaches_upstreams_templates(tmp_path: Path) 
         user_workloads(tmp_path / "templates")
 
 
-def test_resume_keeps_finished_rows_and_reruns_errors(tmp_path: Path) -> None:
-    results = {"scale": 0.5, "kubernetes": "v1.37.2", "runs": []}
+def test_resume_keeps_the_first_runs_start_and_its_rows_as_written_and_reruns_errors(tmp_path: Path) -> None:
+    kept = {"workload": "A/x", "scheduler": "ours", "commit": "aaaaaaa", "measured_at": "2026-12-01T09:30:00+01:00"}
+    failed = {"workload": "A/x", "scheduler": "kube", "commit": "aaaaaaa", "error": "TimeoutError"}
     path = tmp_path / "results.json"
-    rows = [
-        {"workload": "A/x", "scheduler": "ours", "throughput_avg": 10},
-        {"workload": "A/x", "scheduler": "kube", "error": "TimeoutError"},
-    ]
-    path.write_text(json.dumps({**results, "runs": rows}))
-    assert list(_resumable(path, results)) == [("A/x", "ours")]
+    first = {"date": "2026-12-01", "started": "2026-12-01T09:00:00+01:00", "commit": "aaaaaaa"}
+    fresh: dict[str, Any] = {
+        "date": "2026-12-01",
+        "started": "2026-12-01T12:00:00+01:00",
+        "commit": "bbbbbbb",
+        "scale": 0.5,
+        "kubernetes": "v1.37.2",
+        "runs": [],
+    }
+    assert _resumed(tmp_path / "absent.json", fresh) == fresh
+    path.write_text(json.dumps({**fresh, **first, "runs": [kept, failed]}))
+    results = _resumed(path, fresh)
+    assert {k: results[k] for k in first} == first
+    assert results["resumed"] == ["2026-12-01T12:00:00+01:00"]
+    assert results["runs"] == [kept]  # the errored row is run again
+
+    before = datetime.datetime.now().astimezone().replace(microsecond=0)
+    _record(results, {"workload": "A/x", "scheduler": "kube", "commit": "bbbbbbb"}, path)
+    written = json.loads(path.read_text())
+    assert {k: written[k] for k in first} == first
+    assert written["runs"][0] == kept
+    measured = datetime.datetime.fromisoformat(written["runs"][1]["measured_at"])
+    assert measured.utcoffset() is not None and before <= measured <= datetime.datetime.now().astimezone()
+
+    # A second resume keeps every row and lists both resumes.
+    again = _resumed(path, {**fresh, "started": "2026-12-01T15:00:00+01:00"})
+    assert again["started"] == first["started"] and again["runs"] == written["runs"]
+    assert again["resumed"] == ["2026-12-01T12:00:00+01:00", "2026-12-01T15:00:00+01:00"]
     with pytest.raises(UpstreamError, match=r"scale 0\.5, this run 1\.0"):
-        _resumable(path, {**results, "scale": 1.0})
-    assert _resumable(tmp_path / "absent.json", results) == {}
+        _resumed(path, {**fresh, "scale": 1.0})
 
 
 def test_list_of_an_operators_folder_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

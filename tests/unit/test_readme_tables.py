@@ -264,3 +264,47 @@ def test_a_pair_behind_kube_needs_a_note_and_shows_it(tmp_path: Path) -> None:
     assert f"| {behind} | 0.50 | 1.00 / 2.00 | P1 | N1 |" in rendered
     assert f"| {costly} | 1.50 | 3.00 / 2.00 | P2 | N2 |" in rendered
     assert ahead not in rendered
+
+
+def test_rows_are_dated_by_their_own_time_not_their_files_start(tmp_path: Path) -> None:
+    # A run started at 09:00, measured W at 09:30, was interrupted and resumed at 12:00 (the file keeps
+    # its start), and measured W2 at 12:30; another run started at 10:00 measured both at 10:30.
+    # Its W (10:30) beats the resumed file's kept W (09:30); the resumed file's W2 (12:30) beats its W2.
+    w2 = "SchedulingBasic/5000Nodes_10000Pods"
+
+    def at(row: dict[str, Any], time: str, commit: str) -> dict[str, Any]:
+        return row | {"measured_at": f"2026-12-01T{time}:00+01:00", "commit": commit}
+
+    resumed = [
+        at(_row(W, "ours", 100), "09:20", "aaaaaaa"),
+        at(_row(W, "kube", 200), "09:30", "aaaaaaa"),
+        at(_row(w2, "ours", 300), "12:20", "ccccccc"),
+        at(_row(w2, "kube", 200), "12:30", "ccccccc"),
+    ]
+    _bench(tmp_path, "2026-12-01-upstream-full", "2026-12-01T09:00:00+01:00", resumed, "aaaaaaa")
+    folder = tmp_path / "bench-results" / "2026-12-01-upstream-full"
+    data = json.loads((folder / "results.json").read_text())
+    (folder / "results.json").write_text(json.dumps(data | {"resumed": ["2026-12-01T12:00:00+01:00"]}))
+    between = [at(_row(w, s, tp), "10:30", "bbbbbbb") for w in (W, w2) for s, tp in (("ours", 150), ("kube", 200))]
+    _bench(tmp_path, "2026-12-01-upstream-full-2", "2026-12-01T10:00:00+01:00", between, "bbbbbbb")
+
+    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ") and "/" in line}
+    assert "| 150 (150/150) |" in rows[W] and rows[W].endswith("| bbbbbbb 09:30 |")
+    assert "| 300 (300/300) |" in rows[w2] and rows[w2].endswith("| ccccccc 11:30 |")
+    assert (
+        "Runs: ccccccc 11:30 UTC = `bench-results/2026-12-01-upstream-full/results.json` (rows measured at"
+        " aaaaaaa, ccccccc); bbbbbbb 09:30 UTC = `bench-results/2026-12-01-upstream-full-2/results.json`." in text
+    )
+
+
+def test_a_rows_run_label_shows_its_own_commit_and_time(tmp_path: Path) -> None:
+    kept = _row(W, "ours", 100) | {"measured_at": "2026-12-01T09:30:00+00:00", "commit": "aaaaaaa"}
+    variant = _row(W, "ours-x", 120) | {"measured_at": "2026-12-01T12:45:00+00:00", "commit": "bbbbbbb"}
+    old = _row(W, "kube", 200)  # written before rows had a time: the run's label
+    _bench(tmp_path, "2026-12-01-upstream-ab", "2026-12-01T09:00:00+00:00", [kept, variant, old], "aaaaaaa")
+    text = render(
+        "<!-- BEGIN generated:bench-ab sources=2026-12-01-upstream-ab -->\n<!-- END generated:bench-ab -->\n", tmp_path
+    )
+    labels = [line.split(" | ")[0] for line in text.splitlines() if W in line]
+    assert labels == ["| aaaaaaa 09:30", "| bbbbbbb 12:45", "| aaaaaaa 09:00"]
