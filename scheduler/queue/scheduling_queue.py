@@ -212,6 +212,7 @@ class PriorityQueue:
         self._error_backoff: list[_BackoffItem] = []
         self._backoff_items: dict[str, _BackoffItem] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated: set[str] = set()  # uids of the gated pods in the pool (the gauge reads its size)
         # The unschedulable pool by what can wake its pods, so an event visits only those it may
         # concern (None: every event walks the whole pool, the reference the index is tested against).
         self._waiting = (
@@ -249,7 +250,7 @@ class PriorityQueue:
         return len(self._active_items) + len(self._backoff_items) + len(self._unschedulable)
 
     def pending(self) -> dict[str, int]:
-        gated = sum(1 for p in self._unschedulable.values() if p.gated)
+        gated = len(self._gated)
         return {
             ACTIVE_Q: len(self._active_items),
             BACKOFF_Q: len(self._backoff_items),
@@ -287,11 +288,16 @@ class PriorityQueue:
     def _park(self, info: QueuedPodInfo) -> None:
         """Put a pod in the unschedulable pool (every way in goes through here, for the index)."""
         self._unschedulable[info.pod.uid] = info
+        if info.gated:
+            self._gated.add(info.pod.uid)
+        else:
+            self._gated.discard(info.pod.uid)
         if self._waiting is not None:
             self._waiting.add(info)
 
     def _unpark(self, uid: str) -> QueuedPodInfo | None:
         info = self._unschedulable.pop(uid, None)
+        self._gated.discard(uid)
         if info is not None and self._waiting is not None:
             self._waiting.remove(uid)
         return info

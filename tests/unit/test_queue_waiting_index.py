@@ -37,7 +37,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import Node, Pod
-from scheduler.queue.scheduling_queue import PriorityQueue, QueueProfile
+from scheduler.queue.scheduling_queue import GATED_Q, PriorityQueue, QueueProfile
 from scheduler.queue.waiting_index import WaitingIndex
 from scheduler.testing.builders import make_pod
 
@@ -307,6 +307,10 @@ class History:
             where = self.indexed.where(uid), self.reference.where(uid)
             self.note(where[0] == where[1], f"{uid} in {where}")
         self.note(self.indexed.pending() == self.reference.pending(), "pending()")
+        for queue in self.queues:
+            # The gauge's gated count is kept as pods come and go: it must equal a recount.
+            gated = sum(1 for info in queue._unschedulable.values() if info.gated)
+            self.note(queue.pending()[GATED_Q] == gated, f"gated {queue.pending()[GATED_Q]}, recount {gated}")
 
     def run(self, steps: int) -> str | None:
         """Play the history; the first difference between the two queues, if any."""
