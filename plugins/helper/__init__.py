@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -20,6 +20,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.model.objects import Node, Pod
+from scheduler.model.selectors import EQUALS, IN, LabelSelector
 
 T = TypeVar("T")
 
@@ -167,3 +168,44 @@ class _RowCounts(Generic[K]):
         self.rows: list[dict[K, int]] = [{} for _ in range(maps)]  # contributing rows per key
         self.per_row: list[Contributions[K]] = [[] for _ in range(rows)]
         self.generations: IntArray = np.zeros(rows, np.int64)
+
+
+# ---- label scopes: which waiting pods a bound pod's labels can concern ---------------------------
+
+LabelKey = tuple[str, ...]  # (side,) for "any labels", (side, label key, value) for one label
+
+
+def selector_pairs(selector: LabelSelector) -> frozenset[tuple[str, str]] | None:
+    """Label pairs one of which every label set the selector matches carries: the values of its
+    first In (or =) requirement; empty when it matches nothing; None when no requirement names
+    values it needs (NotIn, Exists, an empty selector)."""
+    if selector.nothing:
+        return frozenset()
+    for requirement in selector.requirements:
+        if requirement.operator in (IN, EQUALS):
+            return frozenset((requirement.key, value) for value in requirement.values)
+    return None
+
+
+def selector_keys(side: str, selectors: Sequence[LabelSelector], every: bool) -> frozenset[LabelKey]:
+    """A waiting pod's keys for one side of a hint that needs labels matching `every` one of the
+    selectors (else any one of them): the pairs of one selector that names some (the fewest), or
+    of all of them; (side,) when that is not possible, so that any labels on the side concern it."""
+    pairs = [selector_pairs(selector) for selector in selectors]
+    if every:
+        known = [p for p in pairs if p is not None]
+        if selectors and not known:
+            return frozenset({(side,)})
+        chosen = min(known, key=len) if known else frozenset()
+    else:
+        if any(p is None for p in pairs):
+            return frozenset({(side,)})
+        chosen = frozenset().union(*(p for p in pairs if p is not None))
+    return frozenset((side, key, value) for key, value in chosen)
+
+
+def label_keys(side: str, labels: Mapping[str, str]) -> set[LabelKey]:
+    """An event pod's keys on one side: each of its labels, and (side,) for the pods keyed by it."""
+    keys: set[LabelKey] = {(side, key, value) for key, value in labels.items()}
+    keys.add((side,))
+    return keys

@@ -12,7 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
+from plugins.helper import (
+    CountingPreFilterExtensions,
+    LabelKey,
+    changed_objects,
+    event_objects,
+    label_keys,
+    selector_keys,
+)
 from plugins.interpodaffinity.common import NAME as NAME
 from plugins.interpodaffinity.common import ExistingPodTerms
 from plugins.interpodaffinity.filtering import Filtering, filter_batch, filter_node
@@ -29,6 +36,7 @@ from scheduler.framework.types import (
     CycleState,
     EventObject,
     EventResource,
+    EventScope,
     NodeInfo,
     NodeScore,
     PreFilterResult,
@@ -128,6 +136,7 @@ class InterPodAffinity(CountingPreFilterExtensions):
                     EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
                 ),
                 _pod_changed,
+                POD_EVENT_SCOPE,
             ),
             # Other pods' anti-affinity may have repelled the old labels: always worth a retry.
             ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_LABEL)),
@@ -171,6 +180,40 @@ def _pod_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> 
     if new is not None:
         return QueueingHint.QUEUE if _all_match(affinity, new) else QueueingHint.SKIP
     return QueueingHint.QUEUE if old is not None and _all_match(anti_affinity, old) else QueueingHint.SKIP
+
+
+_AFFINITY_SIDE, _ANTI_AFFINITY_SIDE = "affinity", "anti-affinity"
+
+
+def _pod_event_pod_keys(pod: Pod) -> frozenset[LabelKey]:
+    """A waiting pod's keys for _pod_changed: labels a pod must carry to match all its required
+    affinity terms (an added or relabelled pod's new labels) or all its anti-affinity terms (a
+    deleted or relabelled pod's old labels). Raises SelectorError as the hint would (every event
+    then concerns the pod)."""
+    affinity, anti_affinity = _pending_terms(pod)
+    return selector_keys(_AFFINITY_SIDE, [t.selector for t in affinity], every=True) | selector_keys(
+        _ANTI_AFFINITY_SIDE, [t.selector for t in anti_affinity], every=True
+    )
+
+
+def _pod_event_keys(old: EventObject | None, new: EventObject | None) -> frozenset[LabelKey] | None:
+    """The new pod's labels on the affinity side and the old pod's on the anti-affinity side; None
+    for objects that are not pods (the hint queues every pod for them)."""
+    objects = changed_objects(Pod, old, new)
+    if objects is None:
+        return None
+    old_pod, new_pod = objects
+    keys: set[LabelKey] = set()
+    if new_pod is not None:
+        keys |= label_keys(_AFFINITY_SIDE, new_pod.labels)
+    if old_pod is not None:
+        keys |= label_keys(_ANTI_AFFINITY_SIDE, old_pod.labels)
+    return frozenset(keys)
+
+
+# _pod_changed answers SKIP for every pod none of whose keys the event's pods carry: a bound pod's
+# labels concern only the pods whose terms need them, not every pod waiting on InterPodAffinity.
+POD_EVENT_SCOPE = EventScope(_pod_event_pod_keys, _pod_event_keys)
 
 
 def _node_changed(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:

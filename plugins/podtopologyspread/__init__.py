@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plugins.helper import CountingPreFilterExtensions, changed_objects, event_objects
+from plugins.helper import (
+    CountingPreFilterExtensions,
+    LabelKey,
+    changed_objects,
+    event_objects,
+    label_keys,
+    selector_keys,
+)
 from plugins.podtopologyspread.common import NAME as NAME
 from plugins.podtopologyspread.common import pod_constraints
 from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
@@ -29,6 +36,7 @@ from scheduler.framework.types import (
     CycleState,
     EventObject,
     EventResource,
+    EventScope,
     NodeInfo,
     NodeScore,
     PreFilterResult,
@@ -104,6 +112,7 @@ class PodTopologySpread(CountingPreFilterExtensions):
                     EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE
                 ),
                 self._pod_changed,
+                EventScope(self._pod_event_pod_keys, _pod_event_keys),
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_TOLERATION | ActionType.UPDATE_POD_LABEL),
@@ -135,6 +144,16 @@ class PodTopologySpread(CountingPreFilterExtensions):
         changed = new if new is not None else old  # an add's or a delete's pod
         labels = changed.labels if changed is not None else {}
         return QueueingHint.QUEUE if any(c.selector.matches(labels) for c in constraints) else QueueingHint.SKIP
+
+    def _pod_event_pod_keys(self, pod: Pod) -> frozenset[LabelKey]:
+        """A waiting pod's keys for _pod_changed: labels a pod must carry to match one of its hard
+        constraints' selectors. Default constraints follow the cluster's Services and controllers,
+        which can change while the pod waits: a pod held to them is concerned by every event.
+        Raises SelectorError as the hint would (every event then concerns the pod)."""
+        if not pod.spec.get("topologySpreadConstraints") and self.default_constraints:
+            return frozenset({(_SPREAD_SIDE,)})
+        selectors = [c.selector for c in self.constraints(pod, DO_NOT_SCHEDULE)]
+        return selector_keys(_SPREAD_SIDE, selectors, every=False)
 
     def _target_pod_changed(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
         """The pod itself gained tolerations while a constraint honors taints, or its labels now (un)match one."""
@@ -174,6 +193,22 @@ class PodTopologySpread(CountingPreFilterExtensions):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
         return QueueingHint.QUEUE if (has_keys if new is not None else had_keys) else QueueingHint.SKIP
+
+
+_SPREAD_SIDE = "spread"
+
+
+def _pod_event_keys(old: EventObject | None, new: EventObject | None) -> frozenset[LabelKey] | None:
+    """The labels of the event's pods, old and new (a relabelling matters when either side matches);
+    None for objects that are not pods (the hint queues every pod for them)."""
+    objects = changed_objects(Pod, old, new)
+    if objects is None:
+        return None
+    keys: set[LabelKey] = set()
+    for changed in objects:
+        if changed is not None:
+            keys |= label_keys(_SPREAD_SIDE, changed.labels)
+    return frozenset(keys)
 
 
 def _label_change_hint(old: Pod, new: Pod, constraints: Sequence[SpreadConstraint]) -> QueueingHint:
