@@ -15,6 +15,7 @@ Must never: create workload objects or measure anything itself (runner.py does).
 
 from __future__ import annotations
 
+import os
 import ssl
 import time
 import urllib.request
@@ -61,6 +62,8 @@ class SchedulerKind:
     scheduler_name: str  # spec.schedulerName of its pods
     honours_constraints: bool  # False: binds anything anywhere, placements are not checked
     start: Callable[[ControlPlane, str, Setup], AbstractContextManager[Running]]
+    # The work tree it runs from when not this one (an --ours-variant's PYTHONPATH): its commit is the row's.
+    tree: Path | None = None
 
 
 # The client rate limit every scheduler under test gets (scheduler_perf's QPS/burst 5000).
@@ -105,7 +108,11 @@ def ours_variant(spec: str) -> SchedulerKind:
     def start(plane: ControlPlane, name: str, setup: Setup = DEFAULT_SETUP) -> AbstractContextManager[Running]:
         return _ours(plane, name, setup, env)
 
-    return SchedulerKind(f"ours-{label}", f"secondary-scheduler ({assignments})", f"bench-ours-{label}", True, start)
+    path = env.get("PYTHONPATH", "").split(os.pathsep)[0]
+    tree = Path(path) if path else None
+    return SchedulerKind(
+        f"ours-{label}", f"secondary-scheduler ({assignments})", f"bench-ours-{label}", True, start, tree
+    )
 
 
 def _unverified_loopback() -> ssl.SSLContext:

@@ -705,6 +705,12 @@ class Executor:
         self.stop_collecting()
 
 
+def row_commit(kind: SchedulerKind) -> str:
+    """The commit a row measures: the variant's own work tree for an --ours-variant run from one
+    (its PYTHONPATH), else this harness's."""
+    return report.git_revision(kind.tree or REPO_ROOT)
+
+
 def run_workload(
     workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float, profile: Path | None = None
 ) -> dict[str, Any]:
@@ -715,7 +721,7 @@ def run_workload(
         "title": kind.title,
         "threshold": workload.threshold,
         "scale": scale,
-        "commit": report.git_revision(REPO_ROOT),
+        "commit": row_commit(kind),
     }
     began = time.monotonic()
     gates = workload.gates()

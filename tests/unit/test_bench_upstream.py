@@ -3,8 +3,12 @@ control-plane build downloads k8s.io/kubernetes), its selection rules and its th
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
+from harness.bench import report
 from harness.bench.upstream import (
     UpstreamError,
     default_gates,
@@ -128,6 +132,25 @@ def test_an_ours_variant_is_ours_with_environment_settings() -> None:
     for bad in ("nolabel", ":A=1", "label:", "label:novalue"):
         with pytest.raises(ValueError, match="LABEL:NAME=VALUE"):
             ours_variant(bad)
+
+
+def test_a_variant_row_carries_its_own_trees_commit(tmp_path: Path) -> None:
+    """An A/B's `ours-LABEL:PYTHONPATH=<tree>` row says the commit of <tree>, not the harness's."""
+    from harness.bench.schedulers import SCHEDULERS, ours_variant
+    from harness.bench.upstream_run import row_commit
+    from harness.controlplane import REPO_ROOT
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("x")
+    git("add", "f")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "variant")
+    variant_commit = git("rev-parse", "--short", "HEAD")
+    assert row_commit(ours_variant(f"old:PYTHONPATH={tmp_path}")) == variant_commit
+    ours = next(kind for kind in SCHEDULERS if kind.key == "ours")
+    assert row_commit(ours) == report.git_revision(REPO_ROOT) != variant_commit
 
 
 def test_release_defaults_honour_min_compatibility_and_agree_with_the_schedulers_gates() -> None:
