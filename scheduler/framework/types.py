@@ -11,10 +11,14 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from scheduler.framework import podmap
 from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.signing import Signature
 from scheduler.model.objects import Node, Pod, Resource
 from scheduler.model.quantity import go_add
+
+# A node's pods by uid (see scheduler.framework.podmap).
+PodsByUid = dict[str, Pod] | podmap.PodMap[Pod]
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -144,10 +148,12 @@ class NodeInfo:
 
     def __init__(self, node: Node | None = None) -> None:
         self.node = node
-        self.pods: dict[str, Pod] = {}
+        # uid -> pod: a dict while the node is small, a PodMap (copied in constant time) past
+        # podmap.SPLIT_AT pods. Read them as mappings; only add_pod and remove_pod write.
+        self.pods: PodsByUid = {}
         # Subsets of pods that InterPodAffinity must look at (kube-scheduler keeps the same lists).
-        self.pods_with_affinity: dict[str, Pod] = {}
-        self.pods_with_required_anti_affinity: dict[str, Pod] = {}
+        self.pods_with_affinity: PodsByUid = {}
+        self.pods_with_required_anti_affinity: PodsByUid = {}
         self.requested = Resource()
         self.non_zero_milli_cpu = 0
         self.non_zero_memory = 0
@@ -168,21 +174,22 @@ class NodeInfo:
         return self.node.allocatable if self.node else Resource()
 
     def add_pod(self, pod: Pod) -> None:
-        self.pods[pod.uid] = pod
+        self.pods = podmap.put(self.pods, pod.uid, pod)
         if pod.has_pod_affinity:
-            self.pods_with_affinity[pod.uid] = pod
+            self.pods_with_affinity = podmap.put(self.pods_with_affinity, pod.uid, pod)
             if pod.has_required_anti_affinity:
-                self.pods_with_required_anti_affinity[pod.uid] = pod
+                self.pods_with_required_anti_affinity = podmap.put(self.pods_with_required_anti_affinity, pod.uid, pod)
         self.requested.add(pod.requests)
         self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, pod.non_zero_milli_cpu)
         self.non_zero_memory = go_add(self.non_zero_memory, pod.non_zero_memory)
 
     def remove_pod(self, pod: Pod) -> bool:
-        old = self.pods.pop(pod.uid, None)
+        old, self.pods = podmap.pop(self.pods, pod.uid)
         if old is None:
             return False
-        self.pods_with_affinity.pop(pod.uid, None)
-        self.pods_with_required_anti_affinity.pop(pod.uid, None)
+        if old.has_pod_affinity:
+            _, self.pods_with_affinity = podmap.pop(self.pods_with_affinity, pod.uid)
+            _, self.pods_with_required_anti_affinity = podmap.pop(self.pods_with_required_anti_affinity, pod.uid)
         self.requested.sub(old.requests)
         self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, -old.non_zero_milli_cpu)
         self.non_zero_memory = go_add(self.non_zero_memory, -old.non_zero_memory)
@@ -190,10 +197,10 @@ class NodeInfo:
 
     def clone(self) -> NodeInfo:
         copy = NodeInfo(self.node)
-        copy.pods = dict(self.pods)
+        copy.pods = self.pods.copy()
         if self.pods_with_affinity:
-            copy.pods_with_affinity = dict(self.pods_with_affinity)
-            copy.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+            copy.pods_with_affinity = self.pods_with_affinity.copy()
+            copy.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity.copy()
         copy.requested = self.requested.copy()
         copy.non_zero_milli_cpu = self.non_zero_milli_cpu
         copy.non_zero_memory = self.non_zero_memory
