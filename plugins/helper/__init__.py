@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -204,8 +204,18 @@ def selector_keys(side: str, selectors: Sequence[LabelSelector], every: bool) ->
     return frozenset((side, key, value) for key, value in chosen)
 
 
-def label_keys(side: str, labels: Mapping[str, str]) -> set[LabelKey]:
-    """An event pod's keys on one side: each of its labels, and (side,) for the pods keyed by it."""
-    keys: set[LabelKey] = {(side, key, value) for key, value in labels.items()}
-    keys.add((side,))
-    return keys
+def pod_event_label_keys(
+    old: EventObject | None, new: EventObject | None, new_side: str, old_side: str
+) -> frozenset[LabelKey] | None:
+    """A pod event's keys for a scope keyed by labels: each label of the new pod on `new_side` and
+    of the old pod on `old_side`, plus (side,) for the waiting pods that any labels on that side
+    concern; None for objects that are not pods (their hints queue every pod)."""
+    objects = changed_objects(Pod, old, new)
+    if objects is None:
+        return None
+    keys: set[LabelKey] = set()
+    for side, pod in ((new_side, objects[1]), (old_side, objects[0])):
+        if pod is not None:
+            keys.update((side, key, value) for key, value in pod.labels.items())
+            keys.add((side,))
+    return frozenset(keys)

@@ -17,7 +17,7 @@ from plugins.helper import (
     LabelKey,
     changed_objects,
     event_objects,
-    label_keys,
+    pod_event_label_keys,
     selector_keys,
 )
 from plugins.interpodaffinity.common import NAME as NAME
@@ -197,18 +197,8 @@ def _pod_event_pod_keys(pod: Pod) -> frozenset[LabelKey]:
 
 
 def _pod_event_keys(old: EventObject | None, new: EventObject | None) -> frozenset[LabelKey] | None:
-    """The new pod's labels on the affinity side and the old pod's on the anti-affinity side; None
-    for objects that are not pods (the hint queues every pod for them)."""
-    objects = changed_objects(Pod, old, new)
-    if objects is None:
-        return None
-    old_pod, new_pod = objects
-    keys: set[LabelKey] = set()
-    if new_pod is not None:
-        keys |= label_keys(_AFFINITY_SIDE, new_pod.labels)
-    if old_pod is not None:
-        keys |= label_keys(_ANTI_AFFINITY_SIDE, old_pod.labels)
-    return frozenset(keys)
+    """The new pod's labels on the affinity side, the old pod's on the anti-affinity side."""
+    return pod_event_label_keys(old, new, new_side=_AFFINITY_SIDE, old_side=_ANTI_AFFINITY_SIDE)
 
 
 # _pod_changed answers SKIP for every pod none of whose keys the event's pods carry: a bound pod's

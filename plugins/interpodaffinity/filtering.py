@@ -228,7 +228,7 @@ def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdict
     affinity_ok = _affinity_mask(pre, pod, table)
     if affinity_ok is not None:
         keys[~affinity_ok] = 1
-    keys[~table.node_mask((NAME, "has node"), lambda node: True)] = PER_NODE
+    keys[~table.has_node()] = PER_NODE
     return FilterVerdicts.from_keys(keys, _REJECTIONS.__getitem__)
 
 

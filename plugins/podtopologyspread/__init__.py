@@ -17,7 +17,7 @@ from plugins.helper import (
     LabelKey,
     changed_objects,
     event_objects,
-    label_keys,
+    pod_event_label_keys,
     selector_keys,
 )
 from plugins.podtopologyspread.common import NAME as NAME
@@ -199,16 +199,8 @@ _SPREAD_SIDE = "spread"
 
 
 def _pod_event_keys(old: EventObject | None, new: EventObject | None) -> frozenset[LabelKey] | None:
-    """The labels of the event's pods, old and new (a relabelling matters when either side matches);
-    None for objects that are not pods (the hint queues every pod for them)."""
-    objects = changed_objects(Pod, old, new)
-    if objects is None:
-        return None
-    keys: set[LabelKey] = set()
-    for changed in objects:
-        if changed is not None:
-            keys |= label_keys(_SPREAD_SIDE, changed.labels)
-    return frozenset(keys)
+    """The labels of the event's pods, old and new (a relabelling matters when either side matches)."""
+    return pod_event_label_keys(old, new, new_side=_SPREAD_SIDE, old_side=_SPREAD_SIDE)
 
 
 def _label_change_hint(old: Pod, new: Pod, constraints: Sequence[SpreadConstraint]) -> QueueingHint:

@@ -186,7 +186,7 @@ def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdict
         missing = codes < 0
         keys[too_skewed[codes] & ~missing] = _NOT_MATCH
         keys[missing] = _LABEL_MISSING
-    keys[~table.node_mask((NAME, "has node"), lambda node: True)] = PER_NODE
+    keys[~table.has_node()] = PER_NODE
     return FilterVerdicts.from_keys(keys, _REJECTIONS.__getitem__)
 
 

@@ -172,6 +172,10 @@ class NodeTable:
         self._remember(cache_key, mask)
         return mask
 
+    def has_node(self) -> BoolArray:
+        """Rows whose NodeInfo has its Node (a row kept for pods of a deleted node has none)."""
+        return self.node_mask("has node", _always)
+
     def node_values(self, key: Hashable, value: Callable[[Node], int]) -> IntArray:
         """value(node) for every row (0 for a missing node), cached like node_mask."""
         cache_key = ("values", key)
@@ -219,3 +223,7 @@ class NodeTable:
         )
         self._remember(cache_key, (column, codes))
         return column, codes
+
+
+def _always(node: Node) -> bool:
+    return True
