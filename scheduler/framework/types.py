@@ -274,11 +274,12 @@ class ClusterEvent:
     resource: EventResource
     action: ActionType
     custom_label: str = ""
+    # kube's ClusterEvent.Label(): the metric and log name (e.g. NodeAdd, NodeUpdateNodeTaint),
+    # worked out once: every queueing hint's duration sample is labelled with it.
+    label: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def label(self) -> str:
-        """kube's ClusterEvent.Label(): the metric and log name (e.g. NodeAdd, NodeUpdateNodeTaint)."""
-        return self.custom_label or f"{self.resource}{self.action.kube_name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.custom_label or f"{self.resource}{self.action.kube_name}")
 
     @property
     def is_wildcard(self) -> bool:

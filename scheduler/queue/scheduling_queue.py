@@ -199,6 +199,8 @@ class PriorityQueue:
             for plugin_events in profile.events.values()
             for registered in plugin_events
         ]
+        # is_event_of_interest's answers: events are few (resource x action), pods' events many.
+        self._interest: dict[ClusterEvent, bool] = {}
         self._clock = clock or MonotonicClock()
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -562,7 +564,12 @@ class PriorityQueue:
 
     def is_event_of_interest(self, event: ClusterEvent) -> bool:
         """Whether any plugin registered an event that covers this one (kube's isEventOfInterest)."""
-        return event.is_wildcard or any(registered.matches(event) for registered in self._registered)
+        known = self._interest.get(event)
+        if known is None:
+            known = self._interest[event] = event.is_wildcard or any(
+                registered.matches(event) for registered in self._registered
+            )
+        return known
 
     def _worth_requeuing(
         self,
