@@ -559,18 +559,29 @@ class Executor:
         manifests = [self.pod_manifest(m) if m.get("kind") == "Pod" else m for m in made]
         await self.api.create_all(self.path_of(made[0], namespace), manifests, CREATORS)
 
+    def update_requests(self, op: Mapping[str, Any]) -> list[tuple[list[str], dict[str, Any]]]:
+        """updateAny's requests: per rendered object the paths it is PUT to (the object or the op's
+        subresource, then its status) and the body. A pod keeps this run's schedulerName: an update
+        naming none would move it to default-scheduler, a change of spec the apiserver refuses."""
+        namespace = op.get("namespace") or ""
+        count = self.count(op) if (op.get("count") is not None or op.get("countParam")) else 1
+        subresource = "/".join(op.get("subresources") or ())
+        requests = []
+        for obj in self.objects(op["templatePath"], count, op.get("templateParams")):
+            if obj.get("kind") == "Pod":
+                obj = self.pod_manifest(obj)
+            path = f"{self.path_of(obj, namespace)}/{obj['metadata']['name']}"
+            requests.append(([f"{path}/{subresource}" if subresource else path, f"{path}/status"], obj))
+        return requests
+
     async def op_update_any(self, index: int, op: Mapping[str, Any]) -> None:
         """updateAny: each rendered object PUT as it is (no resourceVersion: an unconditional
         update), then its status, at updatePerSecond when set — as scheduler_perf's update.go."""
-        namespace = op.get("namespace") or ""
-        count = self.count(op) if (op.get("count") is not None or op.get("countParam")) else 1
         per_second = int(op.get("updatePerSecond") or 0)
-        subresource = "/".join(op.get("subresources") or ())
-        for obj in self.objects(op["templatePath"], count, op.get("templateParams")):
+        for targets, obj in self.update_requests(op):
             if per_second:
                 await asyncio.sleep(1 / per_second)
-            path = f"{self.path_of(obj, namespace)}/{obj['metadata']['name']}"
-            for target in (f"{path}/{subresource}" if subresource else path, f"{path}/status"):
+            for target in targets:
                 status, body = await self.api.request("PUT", target + "?fieldValidation=Strict", obj)
                 if status != 200:
                     raise UpstreamError(f"updateAny PUT {target}: HTTP {status}: {body}")

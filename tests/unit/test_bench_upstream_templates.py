@@ -51,6 +51,16 @@ def test_a_go_template_makes_one_object_per_index_and_a_plain_file_one_shared_bo
     assert plain[0] is plain[1] is plain[2]
 
 
+def test_an_updated_pod_keeps_the_runs_scheduler_name() -> None:
+    executor = _executor("EventHandlingPodUpdate/1Node_1000Pods")
+    updates = [op for op in executor.case.ops if op["opcode"] == "updateAny"]
+    pods = [body for op in updates for _, body in executor.update_requests(op) if body.get("kind") == "Pod"]
+    assert pods
+    assert {body["spec"]["schedulerName"] for body in pods} == {SCHEDULERS[0].scheduler_name}
+    targets, body = executor.update_requests(updates[0])[0]
+    assert targets[0].endswith(body["metadata"]["name"]) and targets[1] == targets[0] + "/status"
+
+
 def test_dra_templates_render_with_their_params_and_defaults() -> None:
     root = perf_root()
     executor = _executor("SchedulingBasic/500Nodes")
