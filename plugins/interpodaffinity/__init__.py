@@ -104,6 +104,9 @@ class InterPodAffinity(CountingPreFilterExtensions):
     ) -> tuple[PreFilterResult | None, Status | None]:
         return self._filtering.pre_filter(state, pod, nodes)
 
+    def node_local(self, state: CycleState) -> bool:
+        return self._filtering.node_local(state)
+
     def _update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
         return self._filtering.update(state, pod, changed, node_info, delta)
 

@@ -51,6 +51,9 @@ class _PreFilterState:
     affinity: dict[TopologyPair, int]
     # Existing pods matching one of the incoming pod's required anti-affinity terms.
     anti_affinity: dict[TopologyPair, int]
+    # The pod matches all its own required affinity terms: Filter's first-pod rule, which reads
+    # whether a matching pod exists anywhere, may apply.
+    self_affinity: bool = False
 
     def clone(self) -> _PreFilterState:
         return _PreFilterState(
@@ -59,6 +62,7 @@ class _PreFilterState:
             dict(self.existing_anti_affinity),
             dict(self.affinity),
             dict(self.anti_affinity),
+            self.self_affinity,
         )
 
 
@@ -86,6 +90,7 @@ class Filtering:
         affinity_counts: dict[TopologyPair, int] = {}
         anti_counts: dict[TopologyPair, int] = {}
         own_terms = bool(affinity or anti_affinity)
+        self_affinity = bool(affinity) and matches_all(affinity, pod)
         snapshot = self.handle.snapshot
         table: NodeTable | None = getattr(snapshot, "table", None)
         if (
@@ -138,7 +143,8 @@ class Filtering:
             if not existing and not own_terms:
                 return None, Status(Code.SKIP, plugin=NAME)
             state.write(
-                PRE_FILTER_KEY, _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts)
+                PRE_FILTER_KEY,
+                _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts, self_affinity),
             )
             return None, None
         # A pod without required terms of its own is only affected by existing pods' required
@@ -160,8 +166,32 @@ class Filtering:
                         add_to_pair(anti_counts, labels, term.topology_key, 1)
         if not existing and not affinity and not anti_affinity:
             return None, Status(Code.SKIP, plugin=NAME)
-        state.write(PRE_FILTER_KEY, _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts))
+        state.write(
+            PRE_FILTER_KEY,
+            _PreFilterState(terms, labels_of_namespace, existing, affinity_counts, anti_counts, self_affinity),
+        )
         return None, None
+
+    def node_local(self, state: CycleState) -> bool:
+        """Whether every topology domain Filter reads for this pod is one node: the keys of its own
+        required terms and of every required anti-affinity term of a pod in the snapshot or hidden
+        from it for a what-if (the terms of the existing pods that could reject it) each have a value
+        no two nodes share, and the first-pod rule (which reads the whole cluster) cannot apply."""
+        pre = state.get(PRE_FILTER_KEY)
+        snapshot = self.handle.snapshot
+        table: NodeTable | None = getattr(snapshot, "table", None)
+        hidden: Sequence[Pod] | None = getattr(snapshot, "hidden_pods", None)
+        if pre is None or pre.self_affinity or table is None or hidden is None:
+            return False
+        keys = {t.topology_key for t in pre.terms.required_affinity}
+        keys.update(t.topology_key for t in pre.terms.required_anti_affinity)
+        for info in snapshot.have_pods_with_required_anti_affinity():
+            for other in info.pods_with_required_anti_affinity.values():
+                keys.update(t.topology_key for t in self.existing.of(other).required_anti_affinity)
+        for other in hidden:
+            if other.has_required_anti_affinity:
+                keys.update(t.topology_key for t in self.existing.of(other).required_anti_affinity)
+        return all(table.values_unique(key) for key in keys)
 
     def update(self, state: CycleState, pod: Pod, changed: Pod, node_info: NodeInfo, delta: int) -> Status | None:
         """AddPod (delta +1) or RemovePod (-1): adjust the counts for `changed` on this node."""

@@ -50,6 +50,9 @@ class Cache:
         self._image_sizes: dict[str, int] = {}
         self._images_changed = False
         self._last_generation = 0
+        # Pods a what-if took off their nodes (hide_pod), shown to the snapshot as hidden_pods.
+        self._hidden: dict[str, Pod] = {}
+        self._hidden_changed = False
         self.pod_groups = PodGroupStates()
 
     # ---- bookkeeping -------------------------------------------------------------------
@@ -144,6 +147,8 @@ class Cache:
         if state is not None:
             self._remove_from_node(state.pod)
             self.pod_groups.remove_pod(state.pod)
+        if self._hidden.pop(uid, None) is not None:
+            self._hidden_changed = True
 
     def hide_pod(self, uid: str) -> Pod | None:
         """Pod-group preemption's what-if (kube's MutableSnapshotSharedLister.RemovePod): the pod
@@ -153,6 +158,8 @@ class Cache:
         if state is None:
             return None
         self._remove_from_node(state.pod)
+        self._hidden[uid] = state.pod
+        self._hidden_changed = True
         return state.pod
 
     def unhide_pod(self, uid: str) -> None:
@@ -160,6 +167,8 @@ class Cache:
         state = self._pods.get(uid)
         if state is not None:
             self._add_to_node(state.pod)
+        if self._hidden.pop(uid, None) is not None:
+            self._hidden_changed = True
 
     def get_pod(self, uid: str) -> Pod | None:
         state = self._pods.get(uid)
@@ -263,6 +272,9 @@ class Cache:
             snapshot.table.rebuild(snapshot.node_info_list)
         if self._dirty:
             snapshot.generation = self._last_generation
+        if self._hidden_changed:
+            snapshot.hidden_pods = tuple(self._hidden.values())
+            self._hidden_changed = False
         if self._images_changed:
             snapshot.image_num_nodes = {image: len(nodes) for image, nodes in self._image_nodes.items()}
             snapshot.image_sizes = dict(self._image_sizes)

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.framework.table import NodeTable
 from scheduler.framework.types import NodeInfo
+from scheduler.model.objects import Pod
 
 
 class Snapshot:
@@ -25,6 +26,9 @@ class Snapshot:
         # Both in node_info_list order; kept in step node by node (see track_affinity).
         self._affinity_lists: tuple[builtins.list[NodeInfo], builtins.list[NodeInfo]] | None = None
         self.generation = 0
+        # Pods a pod-group preemption what-if took off their nodes for now (Cache.hide_pod): not in
+        # any NodeInfo, yet they come back; a plugin judging its own reach must count them too.
+        self.hidden_pods: tuple[Pod, ...] = ()
         # image name -> number of nodes that have it (ImageLocality spreads scores by this)
         self.image_num_nodes: Mapping[str, int] = {}
         # image name -> size as kube's cache keeps it: the size first reported by any node

@@ -224,6 +224,12 @@ class NodeTable:
         self._remember(cache_key, (column, codes))
         return column, codes
 
+    def values_unique(self, key: str) -> bool:
+        """Whether no two nodes carry the same value of label `key` (nodes without it aside): a
+        topology domain of that key is then a single node."""
+        column, codes = self.label_codes(key)
+        return len(codes) == int(np.count_nonzero(column >= 0))
+
 
 def _always(node: Node) -> bool:
     return True

@@ -5,8 +5,9 @@ Random clusters go through the whole scheduler; at its PodGroupPostFilter, selec
 on the same view: as the cycle runs it, and with the simulation refusing node-locality. Victims, PDB
 violations, nominations and statuses must match. The generator mixes plain members (node-local) with
 members that bring pod (anti-)affinity, hard spread constraints or a nomination elsewhere (fallback),
-host ports (node-local beyond resources), victim PodGroups spanning nodes, PDBs and priorities above
-the preemptor's.
+host ports and pod affinity by hostname (node-local beyond resources, unless a victim's anti-affinity
+reaches across nodes or two nodes share a hostname label), victim PodGroups spanning nodes, PDBs and
+priorities above the preemptor's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Recording:
         self.full = full
         self.fits_calls = 0
         self.local: bool | None = None
+        self.affinity = False  # some member's InterPodAffinity runs
 
     def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
         return self.inner.schedule()
@@ -72,6 +74,7 @@ class Recording:
 
     def node_local(self, placed: Sequence[ProposedAssignment]) -> bool:
         self.local = not self.full and self.inner.node_local(placed)
+        self.affinity = any("InterPodAffinity" not in a.state.skip_filter_plugins for a in placed)
         return self.local
 
 
@@ -92,6 +95,7 @@ class Tally:
     compared: int = 0
     local: int = 0  # node-local: the shortcut ran
     local_mixed: int = 0  # ... and some victims were reprieved while others were chosen
+    local_affinity: int = 0  # ... with InterPodAffinity running (terms whose domains are nodes)
     fewer_filters: int = 0  # ... and it filtered less than the full reprieve
     fallback: int = 0  # not node-local: the full reprieve ran
 
@@ -113,6 +117,9 @@ def random_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[
     nodes = [
         raw_node(f"n{i}", rng.choice(["1", "2", "2", "3"]), rng.choice(["z0", "z1"])) for i in range(rng.randint(2, 7))
     ]
+    if rng.random() < 0.15:
+        # A hostname label two nodes share (legal): its domain is no longer one node.
+        nodes[-1]["metadata"]["labels"][HOSTNAME] = nodes[0]["metadata"]["name"]
     groups = [
         raw_pod_group(f"vg{i}", rng.choice([LOW, MID]), rng.choice(["single", "all", None]))
         for i in range(rng.randint(0, 2))
@@ -137,7 +144,8 @@ def random_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[
             pods.append(pod.raw)
     size = rng.randint(1, 5)
     # Half the groups are node-local throughout (the shortcut), half have members that are not.
-    shapes = ["plain"] * 3 + ["port", "nominated"] + (["anti", "affinity", "spread"] if rng.random() < 0.5 else [])
+    shapes = ["plain"] * 3 + ["port", "nominated"] + ["host-affinity"] * 2
+    shapes += ["anti", "affinity", "spread"] if rng.random() < 0.5 else []
     min_count = rng.choice([None, size, rng.randint(1, size)])
     groups.append(raw_pod_group("preemptor-pg", HIGH, min_count=min_count))
     for i in range(size):
@@ -149,6 +157,9 @@ def random_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[
             member.pod_anti_affinity(affinity_term(rng.choice([HOSTNAME, ZONE]), selector))
         elif shape == "affinity":
             member.pod_affinity(affinity_term(ZONE, label_selector({"app": "b"})))
+        elif shape == "host-affinity":
+            # Beside a pod labelled app=b on the same node (GangPreemptionAffinity's anchors).
+            member.pod_affinity(affinity_term(HOSTNAME, label_selector({"app": "b"})))
         elif shape == "spread":
             member.spread_constraint(1, rng.choice([HOSTNAME, ZONE]), "DoNotSchedule", label_selector({"role": "gang"}))
         elif shape == "port":
@@ -184,6 +195,7 @@ async def run_cases(monkeypatch: pytest.MonkeyPatch, cases: int, until_mismatch:
             chosen = len(result[0].victims) if result[0] is not None else 0
             tally.local_mixed += 0 < chosen < sum(1 for v in candidates if v.priority < priority)
             tally.fewer_filters += shortcut.fits_calls < full.fits_calls
+            tally.local_affinity += shortcut.affinity
         elif shortcut.local is False:
             tally.fallback += 1
         return result
@@ -219,6 +231,7 @@ async def test_node_local_reprieve_chooses_as_the_full_reprieve(monkeypatch: pyt
     assert tally.local >= 30
     assert tally.local_mixed >= 25
     assert tally.fewer_filters >= 25
+    assert tally.local_affinity >= 10
     assert tally.fallback >= 30
 
 
