@@ -235,7 +235,7 @@ class DynamicResources:
         extended_claim = None
         data.extended = ext.pod_extended_requests(pod, self.dra)
         if data.extended is not None:
-            extended_claim = ext.find_or_make_claim(pod, self.dra.claims.list())
+            extended_claim = ext.find_or_make_claim(pod, self.dra.claims.owned_by(pod.uid))
         claims = ClaimStore.of(user_claims, extended_claim)
         if claims.empty():
             return None, Status(Code.SKIP, plugin=NAME)

@@ -66,7 +66,8 @@ def pod_extended_requests(pod: Pod, dra: DraManager) -> ExtendedRequests | None:
 
 
 def find_or_make_claim(pod: Pod, claims: Sequence[ClaimObject]) -> ClaimObject:
-    """The claim an earlier cycle created for the pod's extended resources, else the in-memory one."""
+    """The claim an earlier cycle created for the pod's extended resources, else the in-memory one.
+    `claims`: the claims the pod owns (ClaimTracker.owned_by), or any superset of them."""
     for claim in claims:
         if (meta(claim).get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
             continue

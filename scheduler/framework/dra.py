@@ -13,6 +13,7 @@ taken for all). It never talks to the API and never mutates an object it was giv
 
 from __future__ import annotations
 
+import builtins
 import itertools
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -96,6 +97,15 @@ class _InFlight:
     sharers: int = 1
 
 
+def _controller_uid(claim: ClaimObject | None) -> str:
+    if claim is None:
+        return ""
+    for ref in (claim.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
+
+
 class ClaimTracker:
     """kube's claimTracker: claims through an assume cache, in-flight allocations, allocated devices."""
 
@@ -112,6 +122,9 @@ class ClaimTracker:
         # patch it from here instead of rebuilding it per pod.
         self._journal: deque[tuple[int, Holdings]] = deque(maxlen=journal_length)
         self._journal_end = 0  # the version: how many changes were ever journalled
+        # controller owner uid -> keys of the claims it owns (latest versions), in arrival order:
+        # DynamicResources finds a pod's extended-resource claim here, not by walking every claim.
+        self._by_owner: dict[str, dict[str, None]] = {}
         self.listeners: list[ClaimListener] = []
 
     # ---- the assume cache ------------------------------------------------------------------
@@ -133,8 +146,26 @@ class ClaimTracker:
     def _latest(self, key: str) -> ClaimObject | None:
         return self.get(*key.split("/", 1))
 
+    def owned_by(self, uid: str) -> builtins.list[ClaimObject]:
+        """The claims whose controller owner reference names this uid (a pod's generated claims)."""
+        return [claim for key in self._by_owner.get(uid, ()) if (claim := self._latest(key)) is not None]
+
+    def _index_owner(self, key: str, old: ClaimObject | None, new: ClaimObject | None) -> None:
+        before, after = _controller_uid(old), _controller_uid(new)
+        if before == after:
+            return
+        if before:
+            keys = self._by_owner.get(before)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._by_owner[before]
+        if after:
+            self._by_owner.setdefault(after, {})[key] = None
+
     def _changed(self, key: str, old: ClaimObject | None) -> None:
         new = self._latest(key)
+        self._index_owner(key, old, new)
         self._set_holdings(key, new)
         if old is new:
             return
