@@ -173,6 +173,8 @@ class _StateData:
     unavailable: set[int] = field(default_factory=set)
     node_allocations: dict[str, _NodeAllocation] = field(default_factory=dict)
     extended: ext.ExtendedRequests | None = None
+    # The special claims Filter made per set of DRA-backed amounts (shared by nodes alike).
+    node_claims: ext.NodeClaims = field(default_factory=dict)
 
     def clone(self) -> _StateData:
         # As upstream: shared (preemption's what-ifs change no claim).
@@ -320,7 +322,9 @@ class DynamicResources:
         extended_claim = data.claims.extended_claim()
         if extended_claim is not None and data.extended is not None:
             try:
-                node_claim, mappings = ext.node_claim(pod, extended_claim, data.extended, node_info, self.dra)
+                node_claim, mappings = ext.node_claim(
+                    pod, extended_claim, data.extended, node_info, self.dra, data.node_claims
+                )
             except ext.ExtendedProblem as exc:
                 return Status.unresolvable(str(exc), plugin=NAME)
         if node_claim is None and data.claims.no_user_claim():

@@ -91,11 +91,23 @@ def find_or_make_claim(pod: Pod, claims: Sequence[ClaimObject]) -> ClaimObject:
     }
 
 
+# What node_claim made for a set of DRA-backed amounts: nodes alike (the resources device plugins
+# serve on them) share one special claim in a cycle.
+NodeClaims = dict[frozenset[tuple[str, int]], tuple[ClaimObject, list[dict[str, str]]]]
+
+
 def node_claim(
-    pod: Pod, claim: ClaimObject, requests: ExtendedRequests, node_info: NodeInfo, dra: DraManager
+    pod: Pod,
+    claim: ClaimObject,
+    requests: ExtendedRequests,
+    node_info: NodeInfo,
+    dra: DraManager,
+    made: NodeClaims | None = None,
 ) -> tuple[ClaimObject | None, list[dict[str, str]]]:
     """The special claim with this node's device requests and the container mappings; (None, [])
-    when device plugins on the node serve everything. Raises ExtendedProblem."""
+    when device plugins on the node serve everything. Raises ExtendedProblem. `made` (one per pod
+    and claim) keeps what was made for other nodes: the same amounts give the same claim, to be read,
+    not changed."""
     if ((claim.get("spec") or {}).get("devices") or {}).get("requests") is not None:
         raise ExtendedProblem("cannot schedule extended resource claim")
     backed: dict[str, int] = {}
@@ -112,8 +124,13 @@ def node_claim(
         return None, []
     if (claim.get("status") or {}).get("allocation") is not None:
         return None, []
+    key = frozenset(backed.items())
+    if made is not None and (known := made.get(key)) is not None:
+        return known
     device_requests, mappings = requests_and_mappings(pod, backed, dra)
     node = {**claim, "spec": {"devices": {"requests": device_requests}}}
+    if made is not None:
+        made[key] = (node, mappings)
     return node, mappings
 
 

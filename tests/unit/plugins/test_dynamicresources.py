@@ -357,6 +357,34 @@ def test_extended_resource_backed_by_a_device_class() -> None:
     }
 
 
+def test_nodes_alike_share_the_special_claim_made_for_the_first() -> None:
+    """Filter makes the special claim once per set of DRA-backed amounts in a cycle: a node whose
+    device plugins serve one of the resources gets its own, every other node the shared one, each
+    equal to what making it afresh for that node gives."""
+    from plugins.dynamicresources import extended as ext
+    from scheduler.testing.builders import make_node, node_info
+
+    cluster = Cluster()
+    cluster.add(DEVICE_CLASS, device_class(extended="example.com/gpu"))
+    cluster.add(DEVICE_CLASS, device_class("fpga-class", extended="example.com/fpga"))
+    dra = cluster.sched.frameworks[NAME].handle.dra
+    pod = make_pod("p").container(requests={"example.com/gpu": "2", "example.com/fpga": "1"}).obj()
+    requests = ext.pod_extended_requests(pod, dra)
+    assert requests is not None
+    claim = ext.find_or_make_claim(pod, [])
+    plain = [node_info(make_node(f"n{i}")) for i in range(3)]
+    served = node_info(make_node("fpga-node").capacity({"example.com/fpga": "4"}))
+    made: ext.NodeClaims = {}
+    results = [ext.node_claim(pod, claim, requests, info, dra, made) for info in (*plain, served, *plain)]
+    assert results == [ext.node_claim(pod, claim, requests, info, dra) for info in (*plain, served, *plain)]
+    assert len(made) == 2
+    assert results[0][0] is results[1][0] is results[4][0]
+    assert results[3][0] != results[0][0]
+    claims = [c for c, _ in results[2:4] if c is not None]
+    names = [[r["exactly"]["deviceClassName"] for r in c["spec"]["devices"]["requests"]] for c in claims]
+    assert names == [["fpga-class", CLASS], [CLASS]]
+
+
 def test_claim_hint() -> None:
     cluster = Cluster()
     plugin = dynamicresources.DynamicResources(parse_args({}), cluster.sched.frameworks[NAME].handle)
