@@ -146,7 +146,9 @@ class NodeResourcesFit:
         )
 
     def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
-        return filter_batch(state, pod, table)
+        return filter_batch(
+            state, pod, table, self.args.ignored_resources, self.args.ignored_resource_groups, self._delegate
+        )
 
     # ---- PreScore / Score --------------------------------------------------------------
 

@@ -116,12 +116,13 @@ _KEYED_REASONS = ("Insufficient cpu", "Insufficient memory", "Insufficient ephem
 
 
 @functools.cache
-def _status_of_key(key: int) -> Status:
-    """The Filter status of a rejection key (bit 0: too many pods; then per resource, lacking and
-    lacking even on an empty node); at most 2**7 of them, shared by every pod."""
+def _status_of_key(scalars: tuple[str, ...], key: int) -> Status:
+    """The Filter status of a rejection key (bit 0: too many pods; then per resource — cpu, memory,
+    ephemeral storage, then the pod's extended resources — lacking and lacking even on an empty
+    node), shared by every pod asking for the same extended resources."""
     reasons = ["Too many pods"] if key & 1 else []
     unresolvable = False
-    for bit, reason in enumerate(_KEYED_REASONS):
+    for bit, reason in enumerate((*_KEYED_REASONS, *(f"Insufficient {name}" for name in scalars))):
         if key >> (2 * bit + 1) & 1:
             reasons.append(reason)
             unresolvable = unresolvable or bool(key >> (2 * bit + 2) & 1)
@@ -129,10 +130,19 @@ def _status_of_key(key: int) -> Status:
     return Status(code, tuple(reasons), plugin=NAME)
 
 
-def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
+def filter_batch(
+    state: CycleState,
+    pod: Pod,
+    table: NodeTable,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+    delegate: Delegate = never_delegate,
+) -> FilterVerdicts | None:
+    """filter_node over every row: the resource columns, extended resources through per-resource
+    columns (one DRA would allocate passes where the node offers none of it)."""
     requests = _requests(state, pod)
-    if any(requests.scalar.values()):
-        return None  # extended resources: the per-node form handles them
+    scalars = _checked_scalars(requests, ignored, ignored_groups)
+    delegated = tuple(delegate(name) for name, _ in scalars)
     mask: BoolArray = table.pod_count < table.alloc_pods
     if not requests.is_zero():
         if requests.milli_cpu > 0:
@@ -141,24 +151,57 @@ def filter_batch(state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdict
             mask &= requests.memory <= table.alloc_mem - table.req_mem
         if requests.ephemeral_storage > 0:
             mask &= requests.ephemeral_storage <= table.alloc_eph - table.req_eph
-    return FilterVerdicts(mask, functools.partial(_rejection_keys, requests, table), _status_of_key)
+        for (name, amount), to_dra in zip(scalars, delegated, strict=True):
+            alloc = table.alloc_scalar(name)
+            fits = amount <= alloc - table.req_scalar(name)
+            if to_dra:
+                fits |= alloc <= 0
+            mask &= fits
+    return FilterVerdicts(
+        mask,
+        functools.partial(_rejection_keys, requests, scalars, delegated, table),
+        functools.partial(_status_of_key, tuple(name for name, _ in scalars)),
+    )
 
 
-def _rejection_keys(requests: Resource, table: NodeTable, rows: IntArray) -> IntArray:
+def _checked_scalars(
+    requests: Resource, ignored: frozenset[str], ignored_groups: frozenset[str]
+) -> tuple[tuple[str, int], ...]:
+    """The extended resources insufficient_resources checks, in its order."""
+    return tuple(
+        (name, amount)
+        for name, amount in requests.scalar.items()
+        if amount != 0
+        and not (is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups))
+    )
+
+
+def _rejection_keys(
+    requests: Resource,
+    scalars: tuple[tuple[str, int], ...],
+    delegated: tuple[bool, ...],
+    table: NodeTable,
+    rows: IntArray,
+) -> IntArray:
     """Per rejected row, the set of what it lacks as one bit per (reason, unresolvable) in
     insufficient_resources' order; worked out only for the rows the scheduler reached."""
     keys: IntArray = (table.pod_count[rows] >= table.alloc_pods[rows]).astype(np.int64)
     if requests.is_zero():
         return keys
-    for bit, (request, alloc, used) in enumerate(
-        (
-            (requests.milli_cpu, table.alloc_cpu, table.req_cpu),
-            (requests.memory, table.alloc_mem, table.req_mem),
-            (requests.ephemeral_storage, table.alloc_eph, table.req_eph),
-        )
-    ):
+    checks = [
+        (requests.milli_cpu, table.alloc_cpu[rows], table.req_cpu[rows], False),
+        (requests.memory, table.alloc_mem[rows], table.req_mem[rows], False),
+        (requests.ephemeral_storage, table.alloc_eph[rows], table.req_eph[rows], False),
+    ]
+    checks += [
+        (amount, table.alloc_scalar(name)[rows], table.req_scalar(name)[rows], to_dra)
+        for (name, amount), to_dra in zip(scalars, delegated, strict=True)
+    ]
+    for bit, (request, alloc, used, to_dra) in enumerate(checks):
         if request > 0:
-            lacking = request > alloc[rows] - used[rows]
+            lacking = request > alloc - used
+            if to_dra:
+                lacking &= alloc > 0
             keys |= lacking.astype(np.int64) << (2 * bit + 1)
-            keys |= (lacking & (request > alloc[rows])).astype(np.int64) << (2 * bit + 2)
+            keys |= (lacking & (request > alloc)).astype(np.int64) << (2 * bit + 2)
     return keys

@@ -110,6 +110,8 @@ class NodeTable:
         # Replaced whenever rows are re-laid (node added or removed): row numbers change meaning.
         self.layout: object = object()
         self._derived: dict[object, object] = {}
+        # Requested amounts of the extended resources some pod asked about, kept row by row.
+        self._req_scalar: dict[str, IntArray] = {}
 
     # ---- maintenance (cache/snapshot only) ---------------------------------------------
 
@@ -125,6 +127,7 @@ class NodeTable:
         self.arange = np.arange(n, dtype=np.int64)
         self.generation = np.zeros(n, np.int64)
         self.layout = object()
+        self._req_scalar = {}
         for row, info in enumerate(infos):
             self.update(row, info)
         self._derived.clear()
@@ -150,6 +153,8 @@ class NodeTable:
         self.nz_cpu[row] = info.non_zero_milli_cpu
         self.nz_mem[row] = info.non_zero_memory
         self.has_scalar_requests[row] = any(req.scalar.values())
+        for name, column in self._req_scalar.items():
+            column[row] = req.scalar.get(name, 0)
 
     # ---- derived columns ---------------------------------------------------------------
 
@@ -171,6 +176,19 @@ class NodeTable:
         mask = np.fromiter((node is not None and predicate(node) for node in self._nodes), np.bool_, self.size)
         self._remember(cache_key, mask)
         return mask
+
+    def alloc_scalar(self, name: str) -> IntArray:
+        """Allocatable of an extended resource per row (0 where the node offers none)."""
+        return self.node_values(("alloc scalar", name), lambda node: node.allocatable.scalar.get(name, 0))
+
+    def req_scalar(self, name: str) -> IntArray:
+        """Requested amount of an extended resource per row, kept up to date from then on."""
+        column = self._req_scalar.get(name)
+        if column is None:
+            column = self._req_scalar[name] = np.fromiter(
+                (info.requested.scalar.get(name, 0) for info in self.infos), np.int64, self.size
+            )
+        return column
 
     def has_node(self) -> BoolArray:
         """Rows whose NodeInfo has its Node (a row kept for pods of a deleted node has none)."""

@@ -79,6 +79,8 @@ def node(draw: Any, i: int) -> dict[str, Any]:
                 "cpu": draw(st.sampled_from(["0", "500m", "1", "2", "4"])),
                 "memory": draw(st.sampled_from(["0", "1Gi", "4Gi", "32Gi"])),
                 "pods": draw(st.sampled_from(["0", "1", "3", "110"])),
+                # Extended resources, offered by some nodes (device plugins), asked for by some pods.
+                **({"example.com/gpu": gpu} if (gpu := draw(st.sampled_from([None, "0", "1", "2", "4"]))) else {}),
             },
             "images": [{"names": [image], "sizeBytes": sizes[image]} for image in images],
             **({"declaredFeatures": declared} if declared else {}),
@@ -117,6 +119,9 @@ def pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
         resources["cpu"] = draw(cpu)
     if draw(st.booleans()):
         resources["memory"] = draw(memory)
+    for resource in ("example.com/gpu", "ignored.example.com/fpga"):
+        if draw(st.integers(0, 3)) == 0:
+            resources[resource] = draw(st.sampled_from(["1", "2"]))
     spec: dict[str, Any] = {
         "schedulerName": NAME,
         "nodeName": node_name,
@@ -199,9 +204,23 @@ def cluster(draw: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list
 @st.composite
 def scheduler_config(draw: Any) -> SchedulerConfig:
     """The default profile, or one with a non-default NodeResourcesFit scoring strategy."""
-    kind = draw(st.sampled_from(["default", "MostAllocated", "RequestedToCapacityRatio"]))
+    kind = draw(st.sampled_from(["default", "MostAllocated", "RequestedToCapacityRatio", "ignoring"]))
     if kind == "default":
         return default_config(NAME)
+    if kind == "ignoring":
+        # Extended resources NodeResourcesFit leaves alone, by name or by group.
+        ignored = draw(
+            st.sampled_from(
+                [{"ignoredResources": ["example.com/gpu"]}, {"ignoredResourceGroups": ["ignored.example.com"]}]
+            )
+        )
+        return parse_config(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": NAME, "pluginConfig": [{"name": "NodeResourcesFit", "args": ignored}]}],
+            }
+        )
     strategy: dict[str, Any] = {"type": kind}
     if draw(st.booleans()):
         strategy["resources"] = [{"name": "cpu", "weight": draw(st.integers(1, 5))}, {"name": "memory", "weight": 1}]
@@ -746,3 +765,87 @@ def test_spread_batch_filter_names_each_nodes_first_failing_constraint() -> None
     skewed = (Code.UNSCHEDULABLE, ("node(s) didn't match pod topology spread constraints",), "PodTopologySpread")
     assert [described(s, "") for s in expected] == [skewed, skewed, None]
     assert agrees(verdicts, expected, "PodTopologySpread")
+
+
+def test_extended_resource_columns_follow_the_cache() -> None:
+    """The table's requested column of an extended resource, made when a pod first asks about it,
+    is kept row by row as the cache assumes, confirms and forgets pods, and equals a fresh count."""
+    rng = random.Random(11)
+    nodes = [
+        {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1"},
+            "status": {"allocatable": {"cpu": "64", "pods": "110", "example.com/gpu": str(rng.randint(0, 8))}},
+        }
+        for i in range(6)
+    ]
+    sched = load(nodes, [])
+    table = sched.snapshot.table
+    assert table.req_scalar("example.com/gpu").tolist() == [0] * 6
+    pods: list[Pod] = []
+    for step in range(60):
+        if pods and rng.random() < 0.3:
+            sched.cache.forget_pod(pods.pop(rng.randrange(len(pods))))
+        else:
+            raw = {
+                "metadata": {"name": f"p{step}", "namespace": "ns", "uid": f"p{step}"},
+                "spec": {
+                    "nodeName": f"n{rng.randrange(6)}",
+                    "containers": [
+                        {"name": "c", "resources": {"requests": {"example.com/gpu": str(rng.randint(0, 2))}}}
+                    ],
+                },
+            }
+            pod = Pod.from_raw(raw)
+            sched.cache.assume_pod(pod)
+            pods.append(pod)
+        sched.cache.update_snapshot(sched.snapshot)
+        fresh = [info.requested.scalar.get("example.com/gpu", 0) for info in sched.snapshot.list()]
+        assert table.req_scalar("example.com/gpu").tolist() == fresh
+    assert any(fresh)
+
+
+def test_extended_resource_dra_would_allocate_passes_where_no_node_offers_it() -> None:
+    """With a DeviceClass behind example.com/gpu (kube's shouldDelegateResourceToDRA), a node that
+    offers none of it passes NodeResourcesFit; one offering some is judged by its amount, as the
+    per-node form does."""
+    from plugins.noderesourcesfit import filtering
+
+    rng = random.Random(5)
+    nodes = [
+        {
+            "metadata": {"name": f"n{i}", "uid": f"n{i}", "resourceVersion": "1"},
+            "status": {"allocatable": {"cpu": "4", "pods": "110", "example.com/gpu": str(rng.choice([0, 0, 1, 2]))}},
+        }
+        for i in range(8)
+    ]
+    existing = [
+        {
+            "metadata": {"name": f"e{i}", "namespace": "ns", "uid": f"e{i}"},
+            "spec": {
+                "nodeName": f"n{rng.randrange(8)}",
+                "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": "1", "cpu": "1"}}}],
+            },
+        }
+        for i in range(6)
+    ]
+    sched = load(nodes, existing)
+    infos, table = sched.snapshot.list(), sched.snapshot.table
+    seen: set[Described] = set()
+    for gpus in ("1", "2", "3"):
+        pod = Pod.from_raw(
+            {
+                "metadata": {"name": "p", "namespace": "ns", "uid": "p"},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"example.com/gpu": gpus, "cpu": "2"}}}]
+                },
+            }
+        )
+        for delegate in (filtering.never_delegate, lambda name: name == "example.com/gpu"):
+            state = CycleState()
+            filtering.pre_filter(state, pod)
+            verdicts = filtering.filter_batch(state, pod, table, delegate=delegate)
+            assert verdicts is not None
+            expected = [filtering.filter_node(state, pod, info, frozenset(), frozenset(), delegate) for info in infos]
+            assert agrees(verdicts, expected, "NodeResourcesFit")
+            seen.update(described(status, "NodeResourcesFit") for status in expected)
+    assert None in seen and len(seen) >= 3
