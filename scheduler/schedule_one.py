@@ -374,45 +374,63 @@ class Scheduler:
             allowed = [n for n in all_nodes if n.name in pre_result.node_names]
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
             return (*self._find_per_node(fw, state, pod, allowed, diagnosis), hint)
-        if not fw.filter_plugins or placement is not None:
+        if not fw.filter_plugins:
             return (*self._find_per_node(fw, state, pod, all_nodes, diagnosis), hint)
+        if placement is not None:
+            # A pod-group placement's nodes: the batch forms over the table, read at their rows.
+            position = self.snapshot.position
+            rows: IntArray = np.fromiter((position[info.name] for info in all_nodes), np.int64, len(all_nodes))
+            return (*self._find_batch(fw, state, pod, diagnosis, rows), hint)
         return (*self._find_batch(fw, state, pod, diagnosis), hint)
 
     def _find_batch(
-        self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis
+        self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis, rows: IntArray | None = None
     ) -> tuple[list[NodeInfo], Diagnosis]:
         """Filter every node at once with the plugins' batch forms; per-node only where needed.
 
-        Same result as _find_per_node: the first `to_find` feasible nodes in round-robin order from
-        the start index, and for every rejected node that order reached the status the per-node
-        loop would record (the batch forms' own reasons where they give them).
+        Same result as _find_per_node over the table's nodes, or over the nodes at `rows` (in table
+        order): the first `to_find` feasible nodes in round-robin order from the start index, and
+        for every rejected node that order reached the status the per-node loop would record (the
+        batch forms' own reasons where they give them).
         """
         table = self.snapshot.table
         infos = table.infos
         num_nodes = table.size
-        to_find = self._num_to_find(fw, num_nodes)
-        start = self.next_start_node_index % num_nodes
+        count = num_nodes if rows is None else len(rows)
+        if count == 0:
+            return [], diagnosis
+        to_find = self._num_to_find(fw, count)
+        start = self.next_start_node_index % count
         started = time.perf_counter()
         batch = fw.run_filter_batch(state, pod, table)
         mask, per_node = batch.mask, batch.per_node
         # Nodes other pods are nominated to get the two-pass check with those pods (the reference
         # path's answer for them); the batch forms never saw nominations.
         nominated: dict[int, Status | None] = {}
+        considered = None if rows is None else set(rows.tolist())
         for name in self.nominator.nodes():
             row = self.snapshot.position.get(name)
-            if row is not None and row < num_nodes and infos[row].name == name:
+            if (
+                row is not None
+                and row < num_nodes
+                and infos[row].name == name
+                and (considered is None or row in considered)
+            ):
                 nominated[row] = fw.run_filter_with_nominated(state, pod, infos[row])
         if nominated:
             mask = mask.copy()
             for row, verdict in nominated.items():
                 mask[row] = verdict is None
-        order = table.arange + start
-        order[order >= num_nodes] -= num_nodes
+        if rows is None:
+            order = table.arange + start
+            order[order >= num_nodes] -= num_nodes
+        else:
+            order = np.roll(rows, -start)
         feasible: list[NodeInfo] = []
         if not per_node:
             passes = mask[order]
             passing = np.flatnonzero(passes)
-            processed = int(passing[to_find - 1]) + 1 if len(passing) >= to_find else num_nodes
+            processed = int(passing[to_find - 1]) + 1 if len(passing) >= to_find else count
             feasible_rows = order[passing[:to_find]]
             feasible = [infos[row] for row in feasible_rows.tolist()]
             # prioritize_nodes needs these rows of the table again: keep them with the list they index.
@@ -456,7 +474,8 @@ class Scheduler:
                 pod, [(infos[row], explained[row] if status is None else status) for row, status in reached], diagnosis
             )
         self._filtered(fw, state, started, len(feasible), diagnosis)
-        self.next_start_node_index = (start + processed) % num_nodes
+        # kube advances the start over all nodes, also when only some were looked at.
+        self.next_start_node_index = (self.next_start_node_index + processed) % num_nodes
         return feasible, diagnosis
 
     @staticmethod

@@ -376,6 +376,44 @@ def test_batch_filtering_path_matches_reference_path(
             assert results[0] == results[1]
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster(), st.integers(0, 50), st.sampled_from([None, 50]), nominations(), st.sets(st.integers(0, 9)))
+def test_batch_filtering_over_a_placements_nodes_matches_reference_path(
+    data: tuple[list[Any], list[Any], list[Any]],
+    start: int,
+    percentage: int | None,
+    nominated: list[tuple[dict[str, Any], int]],
+    chosen: set[int],
+) -> None:
+    """A pod-group placement's nodes (a subset of the table, the start index taken modulo its
+    size, advanced over all nodes): the batch path at their rows finds, records and advances as
+    the per-node path over the same nodes."""
+    nodes, existing, pending = data
+    sched = load(nodes, existing)
+    fw = sched.frameworks[NAME]
+    fw.percentage_of_nodes_to_score = percentage
+    for raw, index in nominated:
+        sched.nominator.add(Pod.from_raw(raw), f"n{index % len(nodes)}")
+    subset = [info for i, info in enumerate(sched.snapshot.list()) if i in chosen]
+    rows = np.array([sched.snapshot.position[info.name] for info in subset], np.int64)
+    for raw in pending:
+        pod = Pod.from_raw(raw)
+        results = []
+        for path in ("batch", "reference"):
+            sched.next_start_node_index = start
+            state = CycleState()
+            _, status, _ = fw.run_pre_filter(state, pod, subset)
+            if status is not None:
+                break
+            if path == "batch":
+                feasible, diagnosis = sched._find_batch(fw, state, pod, Diagnosis(), rows)
+            else:
+                feasible, diagnosis = sched._find_per_node(fw, state, pod, subset, Diagnosis())
+            results.append(diagnosed(feasible, diagnosis, pod, sched))
+        if len(results) == 2:
+            assert results[0] == results[1]
+
+
 def test_batch_path_packs_a_fixed_cluster_exactly() -> None:
     # End to end through schedule_one (batch path): 5 nodes of 2 cpu take exactly two 700m pods each.
     rng = random.Random(3)
