@@ -27,7 +27,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.dispatcher import StatusDispatcher
 from scheduler.api.events import NORMAL, WARNING, EventBroadcaster, EventRecorder
-from scheduler.cache import Cache, Snapshot
+from scheduler.cache import Cache, PlacementNodes, Snapshot
 from scheduler.framework.batch import OpportunisticBatch, SortedScoredNodes
 from scheduler.framework.events import ASSIGNED_POD_DELETE
 from scheduler.framework.runtime import Framework, Wiring
@@ -128,7 +128,7 @@ class Scheduler:
         self._feasible_rows: tuple[list[NodeInfo], IntArray] | None = None
         # The nodes of the placement a pod-group cycle is trying (TopologyAwareWorkloadScheduling):
         # Filter and the "0/N nodes" count see only these, as kube's snapshot.AssumePlacement.
-        self.placement: frozenset[str] | None = None
+        self.placement: PlacementNodes | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # Latest informer view of unscheduled pods we own, to tell whether a failed pod still exists.
         self.pending_pods: dict[str, Pod] = {}
@@ -340,10 +340,10 @@ class Scheduler:
     ) -> tuple[list[NodeInfo], Diagnosis, str]:
         """Feasible nodes, the diagnosis of the rejected ones, and the batch's hint ("" for none)."""
         diagnosis = Diagnosis()
-        all_nodes = self.snapshot.list()
+        all_nodes: Sequence[NodeInfo] = self.snapshot.list()
         placement = self.placement
         if placement is not None:
-            all_nodes = [info for info in all_nodes if info.name in placement]
+            all_nodes = placement.infos(self.snapshot)
         pre_result, status, narrowing = fw.run_pre_filter(state, pod, all_nodes)
         diagnosis.unschedulable_plugins |= narrowing
         if status is not None:
@@ -378,9 +378,7 @@ class Scheduler:
             return (*self._find_per_node(fw, state, pod, all_nodes, diagnosis), hint)
         if placement is not None:
             # A pod-group placement's nodes: the batch forms over the table, read at their rows.
-            position = self.snapshot.position
-            rows: IntArray = np.fromiter((position[info.name] for info in all_nodes), np.int64, len(all_nodes))
-            return (*self._find_batch(fw, state, pod, diagnosis, rows), hint)
+            return (*self._find_batch(fw, state, pod, diagnosis, placement.rows(self.snapshot)), hint)
         return (*self._find_batch(fw, state, pod, diagnosis), hint)
 
     def _find_batch(

@@ -34,7 +34,7 @@ import structlog
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
-from scheduler.cache import Cache, Snapshot
+from scheduler.cache import Cache, PlacementNodes, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
 from scheduler.framework.runtime import Framework
@@ -85,7 +85,7 @@ class PodCycle(Protocol):
     client: ApiClient
     nominator: Nominator
     recorders: dict[str, EventRecorder]
-    placement: frozenset[str] | None
+    placement: PlacementNodes | None
     rng: random.Random
 
     def schedule_pod(
@@ -287,7 +287,7 @@ class PodGroupCycle:
         feasible: list[tuple[Placement, list[MemberResult]]] = []
         for placement in placements:
             evaluation_started = time.perf_counter()
-            sched.placement = frozenset(info.name for info in placement.nodes)
+            sched.placement = PlacementNodes(frozenset(info.name for info in placement.nodes))
             try:
                 results, status = self._simulate(fw, state, members)
             finally:

@@ -1,6 +1,6 @@
 """The scheduler cache (nodes, assigned and assumed pods) and the snapshot taken from it."""
 
 from scheduler.cache.cache import Cache, CacheError
-from scheduler.cache.snapshot import Snapshot
+from scheduler.cache.snapshot import PlacementNodes, Snapshot
 
-__all__ = ["Cache", "CacheError", "Snapshot"]
+__all__ = ["Cache", "CacheError", "PlacementNodes", "Snapshot"]

@@ -9,7 +9,9 @@ import bisect
 import builtins
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.table import NodeTable
+import numpy as np
+
+from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import NodeInfo
 from scheduler.model.objects import Pod
 
@@ -139,3 +141,35 @@ class Snapshot:
         snap.image_num_nodes = counts
         snap.image_sizes = sizes
         return snap
+
+
+class PlacementNodes:
+    """The nodes of a pod-group placement as its member cycles read them: a set of names, and their
+    rows in the snapshot's table (ascending, so the snapshot's order), found again only when the
+    snapshot's node set changed (its position map replaced), not on every member's cycle."""
+
+    __slots__ = ("_position", "_rows", "names")
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self._position: dict[str, int] | None = None
+        self._rows: IntArray = np.empty(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def rows(self, snapshot: Snapshot) -> IntArray:
+        position = snapshot.position
+        if self._position is not position:
+            found = sorted(row for name in self.names if (row := position.get(name)) is not None)
+            self._rows = np.array(found, np.int64)
+            self._position = position
+        return self._rows
+
+    def infos(self, snapshot: Snapshot) -> builtins.list[NodeInfo]:
+        """The placement's NodeInfos of this snapshot, in its order."""
+        node_list = snapshot.node_info_list
+        return [node_list[row] for row in self.rows(snapshot).tolist()]

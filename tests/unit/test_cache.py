@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from scheduler.cache import Cache, CacheError, Snapshot
+from scheduler.cache import Cache, CacheError, PlacementNodes, Snapshot
 from scheduler.model.objects import Node, Pod
 
 
@@ -130,6 +130,34 @@ def test_snapshot_copies_only_changed_nodes() -> None:
     assert after["n3"].requested.milli_cpu == 1000
     assert before["n3"].requested.milli_cpu == 0  # the old snapshot copy was not mutated
     assert cache.update_snapshot(snap) == 0
+
+
+def test_placement_nodes_follow_the_snapshot() -> None:
+    """A placement's nodes read from the snapshot are the ones a scan of its list would give, in
+    its order, as the current clones, through pod changes and node adds and removes."""
+    cache = Cache()
+    for i in (5, 1, 7, 3, 9, 0):
+        cache.add_or_update_node(node(f"n{i}"))
+    snap = Snapshot()
+    placement = PlacementNodes(frozenset({"n3", "n9", "n1", "gone"}))
+
+    def scanned() -> list[str]:
+        return [info.name for info in snap.list() if info.name in placement]
+
+    cache.update_snapshot(snap)
+    assert [info.name for info in placement.infos(snap)] == scanned() == ["n1", "n3", "n9"]
+    assert placement.rows(snap).tolist() == [snap.position[n] for n in scanned()]
+    cache.add_pod(pod("p", node="n3"))
+    cache.update_snapshot(snap)
+    infos = placement.infos(snap)
+    assert infos[1] is snap.get("n3") and infos[1].requested.milli_cpu == 1000
+    cache.add_or_update_node(node("gone"))
+    cache.remove_node("n1")
+    cache.update_snapshot(snap)
+    assert [info.name for info in placement.infos(snap)] == scanned()
+    assert sorted(scanned()) == ["gone", "n3", "n9"]
+    current = [i for i in snap.list() if i.name in placement]
+    assert all(a is b for a, b in zip(placement.infos(snap), current, strict=True))
 
 
 def test_image_spread_counts() -> None:
