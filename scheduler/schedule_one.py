@@ -405,8 +405,9 @@ class Scheduler:
         # Nodes other pods are nominated to get the two-pass check with those pods (the reference
         # path's answer for them); the batch forms never saw nominations.
         nominated: dict[int, Status | None] = {}
-        considered = None if rows is None else set(rows.tolist())
-        for name in self.nominator.nodes():
+        nominated_nodes = self.nominator.nodes()
+        considered = None if rows is None or not nominated_nodes else set(rows.tolist())
+        for name in nominated_nodes:
             row = self.snapshot.position.get(name)
             if (
                 row is not None
@@ -423,7 +424,7 @@ class Scheduler:
             order = table.arange + start
             order[order >= num_nodes] -= num_nodes
         else:
-            order = np.roll(rows, -start)
+            order = np.concatenate((rows[start:], rows[:start])) if start else rows
         feasible: list[NodeInfo] = []
         if not per_node:
             passes = mask[order]

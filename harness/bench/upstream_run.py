@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import datetime
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -88,6 +89,8 @@ YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 # Where the control-plane and scheduler logs of a failed workload run are kept (its work dir is not).
 FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
+# A directory named here receives the control-plane and scheduler logs of every workload run.
+KEEP_LOGS_ENV = "UPSTREAM_BENCH_KEEP_LOGS"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
 # The pod createPods makes when neither the op nor the test case names a template: upstream's
 # makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
@@ -764,6 +767,12 @@ def run_workload(
                 shutil.copytree(plane.log_dir, kept, ignore=shutil.ignore_patterns("audit.log*"))
                 raise RuntimeError(f"{type(err).__name__}: {err} (logs kept in {kept})") from err
             row["peak_rss_mib"] = peak_rss_mib(running.pid)
+            keep = os.environ.get(KEEP_LOGS_ENV)
+            if keep:
+                # Every run's logs, not only a failed one's: to read why a scheduler retried.
+                kept = Path(keep) / f"{workload.key.replace('/', '_')}-{kind.key}"
+                shutil.rmtree(kept, ignore_errors=True)
+                shutil.copytree(plane.log_dir, kept, ignore=shutil.ignore_patterns("audit.log*"))
         row["phases"] = phases
         if phases:
             main = max(phases, key=lambda p: p["scheduled"])

@@ -22,7 +22,7 @@ from plugins.helper.shape_score import MAX_CUSTOM_SCORE, MAX_UTILIZATION, broken
 from scheduler.framework.table import IntArray, NodeTable
 from scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, StateKey, Status
 from scheduler.model.objects import CPU, MEMORY, Pod
-from scheduler.model.quantity import go_add, go_div, go_mul
+from scheduler.model.quantity import go_add, go_div, go_mul, wrap_int64
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -187,8 +187,14 @@ def placement_score(resources: Sequence[ResourceSpec], nodes: Sequence[NodeInfo]
         for i, spec in enumerate(resources):
             requested[i] = go_add(requested[i], pod.fit_scoring_request(spec.name))
     allocatable = [0] * len(resources)
-    for node_info in nodes:
-        for i, spec in enumerate(resources):
+    for i, spec in enumerate(resources):
+        if spec.name in (CPU, MEMORY):
+            # Their amounts do not depend on what was summed before: one pass, wrapped once (a
+            # wrap after each addition gives the same int64).
+            allocatable[i], used = _summed(nodes, spec.name == CPU)
+            requested[i] = go_add(requested[i], used)
+            continue
+        for node_info in nodes:
             capacity, used = allocatable_and_requested(node_info, spec.name, requested[i], non_zero=True)
             if capacity == 0:
                 continue
@@ -201,3 +207,12 @@ def placement_score(resources: Sequence[ResourceSpec], nodes: Sequence[NodeInfo]
         total = go_add(total, go_mul(most_allocated(amount, capacity), spec.weight))
         weight_sum += spec.weight
     return go_div(total, weight_sum) if weight_sum else 0
+
+
+def _summed(nodes: Sequence[NodeInfo], cpu: bool) -> tuple[int, int]:
+    """Allocatable and non-zero requested cpu (or memory) of the nodes that offer it, as int64."""
+    if cpu:
+        pairs = [(alloc, info.non_zero_milli_cpu) for info in nodes if (alloc := info.allocatable.milli_cpu)]
+    else:
+        pairs = [(alloc, info.non_zero_memory) for info in nodes if (alloc := info.allocatable.memory)]
+    return wrap_int64(sum(a for a, _ in pairs)), wrap_int64(sum(u for _, u in pairs))

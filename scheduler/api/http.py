@@ -18,13 +18,14 @@ timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from kubernetes import client as k8s_client
@@ -33,6 +34,8 @@ from kubernetes import config as k8s_config
 from scheduler import __version__, codec, metrics
 from scheduler.api.client import ApiError
 from scheduler.model.objects import Pod
+
+Result = TypeVar("Result")
 
 # Re-reading the kubeconfig/token on every request costs more than the request itself; bound
 # service-account tokens are refreshed by the kubelet long before they expire.
@@ -216,6 +219,62 @@ def _describe(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
+class LoopStalls:
+    """How long the running event loop could not run (a long synchronous scheduling cycle: a big
+    gang over many placements) since it was first asked: a timer every TICK seconds adds how late
+    it fired. A request's timeout counts only the time the loop could have read its answer, as a Go
+    client's does, whose goroutines are not held by the scheduling cycle."""
+
+    TICK = 0.25
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._due = 0.0
+        self.total = 0.0
+
+    def clock(self) -> float:
+        """The loop's time less the stalls so far (starts counting on the first call in a loop)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self.total = loop, 0.0
+            self._schedule(loop)
+        return loop.time() - self.total
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._due = loop.time() + self.TICK
+        loop.call_at(self._due, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop or loop.is_closed():
+            return
+        # A timer fires in the same loop iteration as the requests' own deadlines, and before the
+        # tasks they wake run: a request woken after a stall sees the stall counted.
+        self.total += max(0.0, loop.time() - self._due)
+        self._schedule(loop)
+
+
+LOOP_STALLS = LoopStalls()
+
+
+async def within(seconds: float, awaitable: Awaitable[Result], stalls: LoopStalls = LOOP_STALLS) -> Result:
+    """`awaitable`'s result, or TimeoutError once it ran `seconds` of loop time not stalled."""
+    task = asyncio.ensure_future(awaitable)
+    started = stalls.clock()
+    try:
+        while True:
+            left = seconds - (stalls.clock() - started)
+            if left <= 0:
+                raise TimeoutError()
+            done, _ = await asyncio.wait({task}, timeout=left)
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 class _Lane:
     """One connection pool (an aiohttp session of its own) and its own optional rate limiter."""
 
@@ -241,7 +300,9 @@ class HttpApiClient:
         self._conn = connection
         self._general = _Lane(max_connections, rate_limiter)
         self._bind = _Lane(bind_connections, bind_rate_limiter)
-        self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        self._request_timeout = request_timeout
+        # The overall deadline is `within`'s (loop stalls not counted); aiohttp keeps the connect one.
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECONDS)
         # Writes are refused while this returns False (set by leader election; None: always allowed).
         self.write_fence: Callable[[], bool] | None = None
 
@@ -292,28 +353,33 @@ class HttpApiClient:
             metrics.child(metrics.rest_client_rate_limiter_duration, method, self._conn.host_label).observe(
                 time.perf_counter() - started
             )
-        try:
-            async with self._get_session(lane).request(
+        session = self._get_session(lane)
+
+        async def exchange() -> tuple[int, bytes, float | None]:
+            async with session.request(
                 method, self._conn.host + path, data=data, headers=headers, timeout=self._timeout
             ) as resp:
-                raw = await resp.read()
-                _observe_request(method, self._conn.host_label, started, data, resp.status, len(raw))
-                if resp.status == 401:
-                    self._conn.invalidate_auth()
-                if resp.status >= 400:
-                    text = raw.decode(errors="replace")
-                    reason, message, causes = "", text, []
-                    try:
-                        status = codec.loads(raw)
-                        reason, message = status.get("reason", ""), status.get("message", text)
-                        causes = [
-                            (str(c.get("reason", "")), str(c.get("message", "")))
-                            for c in (status.get("details") or {}).get("causes") or ()
-                        ]
-                    except (ValueError, AttributeError):
-                        pass
-                    raise ApiError(resp.status, message, reason, _retry_after(resp), causes)
-                return codec.loads(raw) if raw.strip() else None
+                return resp.status, await resp.read(), _retry_after(resp)
+
+        try:
+            status_code, raw, retry_after = await within(self._request_timeout, exchange())
+            _observe_request(method, self._conn.host_label, started, data, status_code, len(raw))
+            if status_code == 401:
+                self._conn.invalidate_auth()
+            if status_code >= 400:
+                text = raw.decode(errors="replace")
+                reason, message, causes = "", text, []
+                try:
+                    status = codec.loads(raw)
+                    reason, message = status.get("reason", ""), status.get("message", text)
+                    causes = [
+                        (str(c.get("reason", "")), str(c.get("message", "")))
+                        for c in (status.get("details") or {}).get("causes") or ()
+                    ]
+                except (ValueError, AttributeError):
+                    pass
+                raise ApiError(status_code, message, reason, retry_after, causes)
+            return codec.loads(raw) if raw.strip() else None
         except (aiohttp.ClientError, TimeoutError) as exc:
             _observe_request(method, self._conn.host_label, started, data, None, None)
             raise ApiError(0, f"{method} {path}: {_describe(exc)}") from exc

@@ -311,6 +311,11 @@ class PriorityQueue:
         if status is not None:
             self._gate(info, status, event)
             return False
+        self._enter_active(info, profile, event)
+        return True
+
+    def _enter_active(self, info: QueuedPodInfo, profile: QueueProfile, event: str) -> None:
+        """Into activeQ, PreEnqueue passed."""
         info.gated = False
         info.gating_plugin = ""
         if info.initial_attempt_timestamp is None:
@@ -322,7 +327,6 @@ class PriorityQueue:
         metrics.child(metrics.queue_incoming_pods, ACTIVE_Q, event).inc()
         if self._wakeup is not None:
             self._wakeup.set()
-        return True
 
     def _gate(self, info: QueuedPodInfo, status: Status, event: str) -> None:
         info.gated = True
@@ -363,6 +367,32 @@ class PriorityQueue:
 
     def is_backing_off(self, info: QueuedPodInfo) -> bool:
         return info.attempts > 0 and self.backoff_expiry(info) > self._clock.now()
+
+    def _requeue_parked(self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF) -> str:
+        """_requeue for a pod of the unschedulable pool, as kube's moveToActiveQ / moveToBackoffQ
+        treat a pod still in its unschedulable map: PreEnqueue first, and a pod it gates stays in
+        the pool with its gate updated, not counted into a queue again (kube counts a pod only into
+        a queue it was not in). A gang's members, gated until the last one arrives, are each asked
+        again on every member's arrival: this keeps that from moving every one of them out and back."""
+        profile = self._profile(info.pod)
+        status = profile.pre_enqueue(info.pod)
+        uid = info.pod.uid
+        if status is not None:
+            info.was_flushed_from_unschedulable = False
+            plugins = {status.plugin} if status.plugin else set()
+            if not (info.gated and info.gating_plugin == status.plugin and info.unschedulable_plugins == plugins):
+                self._unpark(uid)
+                info.gated = True
+                info.gating_plugin = status.plugin
+                info.unschedulable_plugins = plugins
+                self._park(info)
+            return UNSCHEDULABLE_Q
+        self._unpark(uid)
+        if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(info):
+            self._push_backoff(info, event)
+            return BACKOFF_Q
+        self._enter_active(info, profile, event)
+        return ACTIVE_Q
 
     def _requeue(self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF) -> str:
         """Move a pod that some event may help: backoffQ while backing off (unless the strategy says
@@ -629,9 +659,9 @@ class PriorityQueue:
         """A cluster event happened: wake every unschedulable pod it may help. Returns how many moved."""
         if not self.is_event_of_interest(event):
             return 0
-        moved = 0
+        moved = asked = 0
         covering = _Covering(event)
-        for uid, info in self._visits(event, old, new, covering):
+        for _uid, info in self._visits(event, old, new, covering):
             if (
                 info.gated
                 and event is not FORCE_ACTIVATE
@@ -642,12 +672,12 @@ class PriorityQueue:
                 continue
             strategy = self._worth_requeuing(info, event, old, new, covering)
             if strategy != Strategy.SKIP:
-                self._unpark(uid)
-                self._requeue(info, event.label, strategy)
-                moved += 1
+                asked += 1
+                if self._requeue_parked(info, event.label, strategy) != UNSCHEDULABLE_Q:
+                    moved += 1
         if self._in_flight:
             self._event_log.append((event, old, new))
-        if moved:
+        if asked:
             self._update_gauges()
         return moved
 
@@ -696,9 +726,8 @@ class PriorityQueue:
             if not info.gated and now - info.timestamp > self.max_in_unschedulable
         ]
         for info in stale:
-            self._unpark(info.pod.uid)
             info.was_flushed_from_unschedulable = True
-            self._requeue(info, UNSCHEDULABLE_TIMEOUT.label)
+            self._requeue_parked(info, UNSCHEDULABLE_TIMEOUT.label)
         if stale:
             self._update_gauges()
         return len(stale)
@@ -752,9 +781,8 @@ class PriorityQueue:
         # runs PreEnqueue again; a pod still gated comes straight back here.
         for event in pod_scheduling_properties_change(pod, previous, is_target=True):
             strategy = self._worth_requeuing(info, event, previous, pod)
-            if strategy != Strategy.SKIP:
-                self._unpark(uid)
-                self._requeue(info, event.label, strategy)
+            # As kube: a pod PreEnqueue keeps gated is asked again for the update's next event.
+            if strategy != Strategy.SKIP and self._requeue_parked(info, event.label, strategy) != UNSCHEDULABLE_Q:
                 break
         self._update_gauges()
 
@@ -783,8 +811,7 @@ class PriorityQueue:
         for uid in uids:
             info = self._unschedulable.get(uid)
             if info is not None:
-                self._unpark(uid)
-                self._push_active(info, FORCE_ACTIVATE.label)
+                self._requeue_parked(info, FORCE_ACTIVATE.label, Strategy.IMMEDIATELY)
                 continue
             item = self._backoff_items.pop(uid, None)
             if item is not None:

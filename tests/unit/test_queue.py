@@ -10,6 +10,7 @@ from plugins.noderesourcesfit import NAME as FIT
 from plugins.noderesourcesfit import NodeResourcesFit, parse_args
 from plugins.prioritysort import PrioritySort
 from plugins.schedulinggates import SchedulingGates
+from scheduler import metrics
 from scheduler.framework.podgroups import scheduling_group_key
 from scheduler.framework.types import (
     ActionType,
@@ -226,6 +227,48 @@ def test_event_of_the_gating_plugin_reruns_pre_enqueue(clock: FakeClock) -> None
     assert queue.where("p") == GATED_Q
     queue.move_all_to_active_or_backoff(claim_add, None, {"metadata": {"name": "p"}})
     assert queue.where("p") == ACTIVE_Q
+
+
+def test_a_pod_pre_enqueue_keeps_gated_stays_in_the_pool_uncounted(clock: FakeClock) -> None:
+    """kube's moveToActiveQ on a gated pod its hint woke: PreEnqueue gates it again and it stays in
+    the unschedulable map, not counted as incoming again (kube counts a pod only into a queue it
+    was not in). A gang's members, gated until the last arrives, are woken by every arrival."""
+    arrived: set[str] = set()
+    member_add = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD)
+
+    def pre_enqueue(p: Pod) -> Status | None:
+        return None if len(arrived) >= 3 else Status.unresolvable("waiting for pods", plugin="Gang")
+
+    fit = NodeResourcesFit(parse_args({}))
+    profile = QueueProfile(
+        less=PrioritySort().less,
+        pre_enqueue=pre_enqueue,
+        events={FIT: fit.events_to_register(), "Gang": [ClusterEventWithHint(member_add)]},
+    )
+    queue = PriorityQueue({"s": profile}, clock=clock)
+
+    def incoming(queue_name: str) -> float:
+        metrics.child(metrics.queue_incoming_pods, queue_name, member_add.label)  # the series exists from here
+        value = metrics.REGISTRY.get_sample_value(
+            "scheduler_queue_incoming_pods_total", {"queue": queue_name, "event": member_add.label}
+        )
+        assert value is not None
+        return value
+
+    before = incoming(UNSCHEDULABLE_Q), incoming(ACTIVE_Q)
+    for name in ("a", "b"):
+        arrived.add(name)
+        queue.add(pod(name))
+        queue.move_all_to_active_or_backoff(member_add, None, pod(name))
+    assert queue.where("a") == GATED_Q and queue.where("b") == GATED_Q
+    # Two adds counted the pods in (as UnscheduledPodAdd); "a" woken by "b" and gated again is not.
+    assert incoming(UNSCHEDULABLE_Q) - before[0] == 2
+    arrived.add("c")
+    queue.add(pod("c"))
+    assert queue.move_all_to_active_or_backoff(member_add, None, pod("c")) == 2
+    assert [queue.where(n) for n in "abc"] == [ACTIVE_Q] * 3
+    assert incoming(UNSCHEDULABLE_Q) - before[0] == 2
+    assert incoming(ACTIVE_Q) - before[1] == 3
 
 
 def test_update_in_place_and_delete(queue: PriorityQueue) -> None:

@@ -19,13 +19,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import plugins.noderesourcesfit as fit
+from plugins.helper.resource_allocation import allocatable_and_requested
 from plugins.helper.shape_score import broken_linear
+from plugins.noderesourcesfit.resource_allocation import ResourceSpec, most_allocated, placement_score
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupStates
 from scheduler.framework.types import Code, CycleState, NodeInfo, Placement, QueueingHint, Status
 from scheduler.model.objects import Node, Pod
 from scheduler.model.podgroups import PodGroup
+from scheduler.model.quantity import go_add, go_div, go_mul
 from scheduler.testing.builders import PodBuilder, make_handle, make_node, make_pod, node_info, snapshot
 
 EXT_A = "example.com/aaa"
@@ -1312,6 +1317,64 @@ def test_score_placement(
     chosen = Placement("zone", tuple(infos[n] for n in placement))
     assert plugin.score_placement(state, chosen, assigned) == (want, None)
     assert plugin.normalize_placement_scores(state, [want]) is None
+
+
+def _placement_score_node_by_node(
+    resources: Sequence[ResourceSpec], nodes: Sequence[NodeInfo], pods: Sequence[Pod]
+) -> int:
+    """The reference: every node's amounts added one at a time with Go's int64 wrap, as kube's loop."""
+    requested = [0] * len(resources)
+    for pod in pods:
+        for i, spec in enumerate(resources):
+            requested[i] = go_add(requested[i], pod.fit_scoring_request(spec.name))
+    allocatable = [0] * len(resources)
+    for info in nodes:
+        for i, spec in enumerate(resources):
+            capacity, used = allocatable_and_requested(info, spec.name, requested[i], non_zero=True)
+            if capacity:
+                allocatable[i] = go_add(allocatable[i], capacity)
+                requested[i] = go_add(requested[i], used)
+    total = weight_sum = 0
+    for spec, amount, capacity in zip(resources, requested, allocatable, strict=True):
+        if capacity:
+            total = go_add(total, go_mul(most_allocated(amount, capacity), spec.weight))
+            weight_sum += spec.weight
+    return go_div(total, weight_sum) if weight_sum else 0
+
+
+_AMOUNTS = st.sampled_from(["0", "1", "250m", "3", "4Gi", "9223372036854775807", "9000000000000000000", "8Ei", "100P"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(_AMOUNTS, _AMOUNTS, st.sampled_from(["0", "2"])), min_size=0, max_size=6),
+    st.lists(st.tuples(_AMOUNTS, _AMOUNTS, st.integers(0, 5)), max_size=8),
+    st.lists(st.tuples(_AMOUNTS, _AMOUNTS), max_size=4),
+    st.booleans(),
+)
+def test_placement_score_sums_cpu_and_memory_as_the_node_by_node_reference(
+    capacities: list[tuple[str, str, str]],
+    existing: list[tuple[str, str, int]],
+    members: list[tuple[str, str]],
+    gpu: bool,
+) -> None:
+    """cpu and memory summed in one pass and wrapped once give the int64 that a wrap after every
+    node gives (huge allocatable and requested amounts included); nodes that offer none left out."""
+    nodes = nodes_with(*[_gpu(cpu, memory, g) for cpu, memory, g in capacities])
+    infos = [
+        node_info(
+            n,
+            *[
+                req({"cpu": cpu, "memory": memory}, node=n.name, name=f"e{k}").obj()
+                for k, (cpu, memory, at) in enumerate(existing)
+                if at == i
+            ],
+        )
+        for i, n in enumerate(nodes)
+    ]
+    pods = [req({"cpu": cpu, "memory": memory}, name=f"m{k}").obj() for k, (cpu, memory) in enumerate(members)]
+    specs = [ResourceSpec(x["name"], int(x["weight"])) for x in (CPU4_MEM if not gpu else CPU_MEM_GPU)]
+    assert placement_score(specs, infos, pods) == _placement_score_node_by_node(specs, infos, pods)
 
 
 # ---- DRAExtendedResource: resources a DeviceClass backs are DynamicResources' (fit_test.go) -------
