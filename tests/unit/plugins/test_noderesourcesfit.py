@@ -1373,7 +1373,7 @@ def test_placement_score_sums_cpu_and_memory_as_the_node_by_node_reference(
         for i, n in enumerate(nodes)
     ]
     pods = [req({"cpu": cpu, "memory": memory}, name=f"m{k}").obj() for k, (cpu, memory) in enumerate(members)]
-    specs = [ResourceSpec(x["name"], int(x["weight"])) for x in (CPU4_MEM if not gpu else CPU_MEM_GPU)]
+    specs = [ResourceSpec(str(x["name"]), int(str(x["weight"]))) for x in (CPU4_MEM if not gpu else CPU_MEM_GPU)]
     assert placement_score(specs, infos, pods) == _placement_score_node_by_node(specs, infos, pods)
 
 
