@@ -16,6 +16,7 @@ from scheduler.api.http import Connection, HttpApiClient, TokenBucket
 from scheduler.app import Options, build_scheduler, client_connection_config, full_registry, leader_election_config
 from scheduler.cli import _parser
 from scheduler.config import ConfigError, parse_config, parse_duration
+from tests.unit.local_http import serve
 
 BASE = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
@@ -204,14 +205,8 @@ async def test_qps_really_limits_the_http_client() -> None:
         arrivals.append(time.monotonic())
         return web.json_response({"kind": "Status"})
 
-    app = web.Application()
-    app.router.add_get("/api", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    configuration = k8s_client.Configuration(host=f"http://127.0.0.1:{port}")
+    runner, host = await serve("GET", "/api", handler)
+    configuration = k8s_client.Configuration(host=host)
     client = HttpApiClient(Connection(configuration), rate_limiter=TokenBucket(qps=20, burst=2))
     started = time.monotonic()
     try:

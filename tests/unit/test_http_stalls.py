@@ -13,6 +13,7 @@ from kubernetes import client as k8s_client
 
 from scheduler.api.client import ApiError
 from scheduler.api.http import Connection, HttpApiClient, LoopStalls, within
+from tests.unit.local_http import serve
 
 
 def _hold_the_loop(seconds: float) -> None:
@@ -25,14 +26,7 @@ async def _server(delay: float) -> tuple[web.AppRunner, str]:
         await asyncio.sleep(delay)
         return web.json_response({"kind": "Status", "status": "Success"})
 
-    app = web.Application()
-    app.router.add_post("/bind", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}"
+    return await serve("POST", "/bind", answer)
 
 
 def _client(host: str, timeout: float) -> HttpApiClient:
