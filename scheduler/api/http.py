@@ -18,7 +18,6 @@ timeout — surfaces as ApiError, never as a bare aiohttp or asyncio exception. 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 import time
 import urllib.parse
@@ -271,8 +270,12 @@ async def within(seconds: float, awaitable: Awaitable[Result], stalls: LoopStall
     finally:
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the caller itself is being cancelled: that is not ours to swallow
 
 
 class _Lane:

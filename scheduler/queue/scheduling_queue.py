@@ -328,12 +328,21 @@ class PriorityQueue:
         if self._wakeup is not None:
             self._wakeup.set()
 
-    def _gate(self, info: QueuedPodInfo, status: Status, event: str) -> None:
+    def _gate(self, info: QueuedPodInfo, status: Status, event: str, *, parked: bool = False) -> None:
+        """PreEnqueue rejected the pod: into the unschedulable pool, counted there. A pod already in
+        the pool (`parked`) keeps its place uncounted, its gate updated only if it changed (kube
+        counts a pod only into a queue it was not in)."""
+        plugins = {status.plugin} if status.plugin else set()
+        if parked:
+            if info.gated and info.gating_plugin == status.plugin and info.unschedulable_plugins == plugins:
+                return
+            self._unpark(info.pod.uid)
         info.gated = True
         info.gating_plugin = status.plugin
-        info.unschedulable_plugins = {status.plugin} if status.plugin else set()
+        info.unschedulable_plugins = plugins
         self._park(info)
-        metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, event).inc()
+        if not parked:
+            metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, event).inc()
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         item = _BackoffItem(info, self.backoff_expiry(info), next(self._seq))
@@ -368,44 +377,28 @@ class PriorityQueue:
     def is_backing_off(self, info: QueuedPodInfo) -> bool:
         return info.attempts > 0 and self.backoff_expiry(info) > self._clock.now()
 
-    def _requeue_parked(self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF) -> str:
-        """_requeue for a pod of the unschedulable pool, as kube's moveToActiveQ / moveToBackoffQ
-        treat a pod still in its unschedulable map: PreEnqueue first, and a pod it gates stays in
-        the pool with its gate updated, not counted into a queue again (kube counts a pod only into
-        a queue it was not in). A gang's members, gated until the last one arrives, are each asked
-        again on every member's arrival: this keeps that from moving every one of them out and back."""
+    def _requeue(
+        self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF, *, parked: bool = False
+    ) -> str:
+        """Move a pod that some event may help, PreEnqueue first (pods may be popped from backoffQ
+        too): backoffQ while backing off (unless the strategy says now), else activeQ. A pod of the
+        unschedulable pool (`parked`) that PreEnqueue gates again stays there, uncounted, as kube's
+        moveToActiveQ leaves a pod still in its unschedulable map: a gang's members, gated until the
+        last one arrives, are asked again on every member's arrival, and are not moved out and back."""
         profile = self._profile(info.pod)
         status = profile.pre_enqueue(info.pod)
-        uid = info.pod.uid
         if status is not None:
-            info.was_flushed_from_unschedulable = False
-            plugins = {status.plugin} if status.plugin else set()
-            if not (info.gated and info.gating_plugin == status.plugin and info.unschedulable_plugins == plugins):
-                self._unpark(uid)
-                info.gated = True
-                info.gating_plugin = status.plugin
-                info.unschedulable_plugins = plugins
-                self._park(info)
+            if parked:
+                info.was_flushed_from_unschedulable = False
+            self._gate(info, status, event, parked=parked)
             return UNSCHEDULABLE_Q
-        self._unpark(uid)
+        if parked:
+            self._unpark(info.pod.uid)
         if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(info):
             self._push_backoff(info, event)
             return BACKOFF_Q
         self._enter_active(info, profile, event)
         return ACTIVE_Q
-
-    def _requeue(self, info: QueuedPodInfo, event: str, strategy: Strategy = Strategy.AFTER_BACKOFF) -> str:
-        """Move a pod that some event may help: backoffQ while backing off (unless the strategy says
-        now), else activeQ."""
-        if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(info):
-            # PreEnqueue runs on the way into backoffQ too (pods may be popped from there).
-            status = self._profile(info.pod).pre_enqueue(info.pod)
-            if status is not None:
-                self._gate(info, status, event)
-                return UNSCHEDULABLE_Q
-            self._push_backoff(info, event)
-            return BACKOFF_Q
-        return ACTIVE_Q if self._push_active(info, event) else UNSCHEDULABLE_Q
 
     # ---- adding and popping ------------------------------------------------------------
 
@@ -661,7 +654,7 @@ class PriorityQueue:
             return 0
         moved = asked = 0
         covering = _Covering(event)
-        for _uid, info in self._visits(event, old, new, covering):
+        for info in self._visits(event, old, new, covering):
             if (
                 info.gated
                 and event is not FORCE_ACTIVATE
@@ -673,7 +666,7 @@ class PriorityQueue:
             strategy = self._worth_requeuing(info, event, old, new, covering)
             if strategy != Strategy.SKIP:
                 asked += 1
-                if self._requeue_parked(info, event.label, strategy) != UNSCHEDULABLE_Q:
+                if self._requeue(info, event.label, strategy, parked=True) != UNSCHEDULABLE_Q:
                     moved += 1
         if self._in_flight:
             self._event_log.append((event, old, new))
@@ -683,19 +676,19 @@ class PriorityQueue:
 
     def _visits(
         self, event: ClusterEvent, old: EventObject | None, new: EventObject | None, covering: _Covering
-    ) -> list[tuple[str, QueuedPodInfo]]:
+    ) -> list[QueuedPodInfo]:
         """The waiting pods the event may concern, in the pool's order: all of them without the index
         or for a wildcard event, else the index's candidates."""
         pool = self._unschedulable
         if self._waiting is None or event.is_wildcard:
-            return list(pool.items())
+            return list(pool.values())
         profiles = self._profiles
         chosen = self._waiting.candidates(lambda profile, plugin: covering.of(profiles[profile], plugin), old, new)
         if len(chosen) == len(pool):
-            return list(pool.items())
+            return list(pool.values())
         if len(chosen) * 8 < len(pool):
-            return [(uid, pool[uid]) for uid in sorted(chosen, key=self._waiting.order)]
-        return [(uid, info) for uid, info in pool.items() if uid in chosen]
+            return [pool[uid] for uid in sorted(chosen, key=self._waiting.order)]
+        return [info for uid, info in pool.items() if uid in chosen]
 
     def flush_backoff_completed(self) -> int:
         """Move pods whose backoff expired to activeQ (runs every second)."""
@@ -727,7 +720,7 @@ class PriorityQueue:
         ]
         for info in stale:
             info.was_flushed_from_unschedulable = True
-            self._requeue_parked(info, UNSCHEDULABLE_TIMEOUT.label)
+            self._requeue(info, UNSCHEDULABLE_TIMEOUT.label, parked=True)
         if stale:
             self._update_gauges()
         return len(stale)
@@ -782,7 +775,7 @@ class PriorityQueue:
         for event in pod_scheduling_properties_change(pod, previous, is_target=True):
             strategy = self._worth_requeuing(info, event, previous, pod)
             # As kube: a pod PreEnqueue keeps gated is asked again for the update's next event.
-            if strategy != Strategy.SKIP and self._requeue_parked(info, event.label, strategy) != UNSCHEDULABLE_Q:
+            if strategy != Strategy.SKIP and self._requeue(info, event.label, strategy, parked=True) != UNSCHEDULABLE_Q:
                 break
         self._update_gauges()
 
@@ -811,7 +804,7 @@ class PriorityQueue:
         for uid in uids:
             info = self._unschedulable.get(uid)
             if info is not None:
-                self._requeue_parked(info, FORCE_ACTIVATE.label, Strategy.IMMEDIATELY)
+                self._requeue(info, FORCE_ACTIVATE.label, Strategy.IMMEDIATELY, parked=True)
                 continue
             item = self._backoff_items.pop(uid, None)
             if item is not None:

@@ -81,3 +81,25 @@ async def test_within_returns_as_soon_as_the_result_is_there() -> None:
         return 7
 
     assert await within(5.0, quick(), LoopStalls()) == 7
+
+
+async def test_within_does_not_swallow_its_callers_cancellation_while_it_cleans_up() -> None:
+    """Timed out, `within` waits for the request it cancelled; the caller cancelled meanwhile ends
+    cancelled, not with the TimeoutError."""
+    cleaning = asyncio.Event()
+
+    async def slow_to_cancel() -> int:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cleaning.set()
+            await asyncio.sleep(0.3)  # a connection's cleanup takes a while
+            raise
+        return 1
+
+    caller = asyncio.ensure_future(within(0.05, slow_to_cancel(), LoopStalls()))
+    await cleaning.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert caller.cancelled()
