@@ -155,12 +155,18 @@ class Scheduler:
             info = await self.queue.pop()
             if info is None:
                 return
-            self.schedule_entity(info)
+            group = self.queue.take_group(info)
+            if group is not None:
+                # A big group's cycle is long: it lets the event loop run every CYCLE_SLICE.
+                await self.pod_group_cycle.run(group)
+            else:
+                self.schedule_one(info)
             # Let informer events and binding tasks run between cycles.
             await asyncio.sleep(0)
 
     def schedule_entity(self, info: QueuedPodInfo) -> None:
-        """kube's ScheduleOne: a popped pod-group member brings its group to the pod-group cycle."""
+        """kube's ScheduleOne, nothing else running meanwhile: a popped pod-group member brings its
+        group to the pod-group cycle."""
         group = self.queue.take_group(info)
         if group is not None:
             self.pod_group_cycle.schedule_one_pod_group(group)

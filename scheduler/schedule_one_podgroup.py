@@ -16,18 +16,25 @@ the quorum is assumed; otherwise every member is reported unschedulable with the
 The PodGroup gets kube's `PodGroupInitiallyScheduled` condition through the api layer. The
 members return to the queue together (`add_attempted_group`).
 
-Runs synchronously between two awaits of the scheduling loop, so the cache it assumes into is the
-one snapshot of the cycle: no informer event lands in between. Writes only through the api
-client and the pod cycle's failure handler; never binds itself.
+The cycle is written as steps (generators that yield after each member) so one driver runs it
+through (tests, explain, PodGroupPostFilter's what-ifs) and the scheduling loop's driver hands the
+event loop back every CYCLE_SLICE seconds: a 1000-member gang over 50 placements takes ~45 s of
+CPU, and neither the lease, the probes, the binds of the gang before it nor the watches may wait
+that long. Informer events land in the cache between steps, as kube's informers change its cache
+while its cycle runs; each member's cycle reads the cache's latest, with the earlier members'
+simulated assumes in it (a deleted node drops out of the placement's rows, PlacementNodes). The
+post-filter's what-ifs run through without yielding. Writes only through the api client and the
+pod cycle's failure handler; never binds itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -68,6 +75,41 @@ log = structlog.get_logger("scheduler")
 
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+
+# How long a pod-group cycle runs before it lets the event loop run (a lease renewal, a probe, a
+# bind's answer wait at most about this long).
+CYCLE_SLICE = 0.05
+
+T = TypeVar("T")
+# A part of the cycle: yields after each member's simulation, returns its result.
+Steps = Generator[None, None, T]
+
+
+def run_through(steps: Steps[T]) -> T:
+    """The steps' result, computed without letting anything else run."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def run_cooperatively(steps: Steps[T], slice_seconds: float = CYCLE_SLICE) -> T:
+    """The steps' result, the event loop let run whenever `slice_seconds` passed since it last ran.
+    Cancelled at a yield, the steps are closed: their `finally` reverts what they assumed."""
+    resumed = time.perf_counter()
+    try:
+        while True:
+            next(steps)
+            if time.perf_counter() - resumed >= slice_seconds:
+                await asyncio.sleep(0)
+                resumed = time.perf_counter()
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    finally:
+        steps.close()
 
 
 class HostResult(Protocol):
@@ -156,10 +198,20 @@ def validate_pod_group(members: list[QueuedPodInfo], group: PodGroup, state: Pod
 class PodGroupCycle:
     def __init__(self, sched: PodCycle) -> None:
         self.sched = sched
+        # run() lets the event loop run once this much of the cycle passed since it last did.
+        self.slice_seconds = CYCLE_SLICE
 
     # ---- the cycle -------------------------------------------------------------------------
 
     def schedule_one_pod_group(self, group: QueuedPodGroupInfo) -> None:
+        """The whole cycle, nothing else running meanwhile."""
+        run_through(self._schedule_one_pod_group(group))
+
+    async def run(self, group: QueuedPodGroupInfo) -> None:
+        """The whole cycle, the event loop let run every `slice_seconds` (the scheduling loop's way)."""
+        await run_cooperatively(self._schedule_one_pod_group(group), self.slice_seconds)
+
+    def _schedule_one_pod_group(self, group: QueuedPodGroupInfo) -> Steps[None]:
         sched = self.sched
         started = time.perf_counter()
         state = sched.cache.pod_groups.get(group.key)
@@ -195,7 +247,7 @@ class PodGroupCycle:
             sched.queue.add_attempted_group(group, succeeded=True)
             return
         log.debug("Attempting to schedule pod group", podGroup=str(group.key), members=len(kept))
-        results, status, nominations = self.simulate(fw, state, kept, started)
+        results, status, nominations = yield from self._simulate_group(fw, state, kept, started)
         self._submit(fw, group, pod_group, kept, results, status, started, nominations)
 
     def simulate(
@@ -204,10 +256,12 @@ class PodGroupCycle:
         """The group's verdict and each member's outcome as the cycle decides them, PodGroupPostFilter
         included (with the members' nominated nodes when the group waits on preemption); nothing
         submitted and every simulated assume reverted (explain runs this dry)."""
-        if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
-            results, status = self._simulate_placements(fw, state, members)
-        else:
-            results, status = self._simulate(fw, state, members)
+        return run_through(self._simulate_group(fw, state, members, started))
+
+    def _simulate_group(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo], started: float | None
+    ) -> Steps[tuple[list[MemberResult], Status | None, Mapping[str, str] | None]]:
+        results, status = yield from self._simulate_members(fw, state, members)
         if started is not None:
             metrics.podgroup_scheduling_algorithm_duration.observe(time.perf_counter() - started)
         nominations: Mapping[str, str] | None = None
@@ -232,9 +286,16 @@ class PodGroupCycle:
 
     # ---- the simulation (kube's podGroupSchedulingDefaultAlgorithm) ---------------------------
 
+    def _simulate_members(
+        self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]
+    ) -> Steps[tuple[list[MemberResult], Status | None]]:
+        if fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+            return (yield from self._simulate_placements(fw, state, members))
+        return (yield from self._simulate(fw, state, members))
+
     def _simulate(
         self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]
-    ) -> tuple[list[MemberResult], Status | None]:
+    ) -> Steps[tuple[list[MemberResult], Status | None]]:
         """Each member through Filter/Score with the earlier ones assumed; every assume undone after."""
         reverts: list[Callable[[], None]] = []
         results: list[MemberResult] = []
@@ -249,6 +310,7 @@ class PodGroupCycle:
             for info in members:
                 result = self._simulate_member(fw, info, reverts)
                 results.append(result)
+                yield
                 placed = result.status is None
                 if not placed and result.status is not None and not result.status.is_rejection:
                     status = _error(f"failed to schedule other pod from a pod group: {result.status.message}")
@@ -274,7 +336,7 @@ class PodGroupCycle:
 
     def _simulate_placements(
         self, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]
-    ) -> tuple[list[MemberResult], Status | None]:
+    ) -> Steps[tuple[list[MemberResult], Status | None]]:
         """kube's podGroupSchedulingPlacementAlgorithm: the simulation once per generated placement,
         the members seeing only its nodes; the feasible placements scored, the best one kept."""
         sched = self.sched
@@ -289,7 +351,7 @@ class PodGroupCycle:
             evaluation_started = time.perf_counter()
             sched.placement = PlacementNodes(frozenset(info.name for info in placement.nodes))
             try:
-                results, status = self._simulate(fw, state, members)
+                results, status = yield from self._simulate(fw, state, members)
             finally:
                 sched.placement = None
             if status is not None and status.code == Code.ERROR:
@@ -487,7 +549,8 @@ class PodGroupCycle:
 
 class _Simulation:
     """The cycle's view for PodGroupPostFilter's what-ifs (kube's PodGroupSchedulingFunc and mutable
-    snapshot): the cache the cycle assumes into, changed only between two awaits of the loop."""
+    snapshot): the cache the cycle assumes into, run through without yielding (hidden victims and
+    simulated assumes are never seen by anything else)."""
 
     def __init__(self, cycle: PodGroupCycle, fw: Framework, state: PodGroupState, members: list[QueuedPodInfo]):
         self.cycle = cycle
@@ -499,11 +562,7 @@ class _Simulation:
         self._placed: dict[tuple[str, str], tuple[Pod, Pod]] = {}
 
     def schedule(self) -> tuple[list[ProposedAssignment], Status | None]:
-        cycle = self.cycle
-        if self.fw.handle.feature_gates.enabled(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
-            results, status = cycle._simulate_placements(self.fw, self.state, self.members)
-        else:
-            results, status = cycle._simulate(self.fw, self.state, self.members)
+        results, status = run_through(self.cycle._simulate_members(self.fw, self.state, self.members))
         placed = [ProposedAssignment(r.info.pod, r.host, r.state) for r in results if r.status is None and r.host]
         return placed, status
 
