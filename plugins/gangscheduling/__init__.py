@@ -22,6 +22,7 @@ from scheduler.framework.types import (
     CycleState,
     EventObject,
     EventResource,
+    EventScope,
     PlacementProgress,
     QueueingHint,
     Status,
@@ -63,12 +64,19 @@ def _gang_min_count(obj: EventObject | None) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _same_group_pod_added(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
-    """A new member (unscheduled or bound) may complete the gang."""
-    if not isinstance(new, Pod):
-        return QueueingHint.SKIP
+def _member_keys(pod: Pod) -> tuple[GroupKey, ...]:
+    """The EventScope's keys of a waiting pod: its group."""
     key = scheduling_group_key(pod)
-    return QueueingHint.QUEUE if key is not None and key == scheduling_group_key(new) else QueueingHint.SKIP
+    return (key,) if key is not None else ()
+
+
+def _group_object_keys(old: EventObject | None, new: EventObject | None) -> tuple[GroupKey, ...]:
+    """The EventScope's keys of a PodGroup event: that group's members."""
+    key = _raw_key(new)
+    return (key,) if key is not None else ()
+
+
+GROUP_OBJECT_SCOPE = EventScope(_member_keys, _group_object_keys)
 
 
 def _own_group_added(pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
@@ -91,17 +99,55 @@ class GangScheduling:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        self._member_added_scope = EventScope(_member_keys, self._member_added_keys)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         # spec.schedulingGroup is immutable: no pod update can change membership.
+        # An added member wakes only its own group's pods, and none while the group is still short
+        # of minCount members (they would be gated again): a gang's arrival is linear, not quadratic.
+        member_added = self._member_added_scope
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), _same_group_pod_added),
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), _same_group_pod_added),
-            ClusterEventWithHint(ClusterEvent(EventResource.POD_GROUP, ActionType.ADD), _own_group_added),
             ClusterEventWithHint(
-                ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE), _own_group_min_count_decreased
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), self._same_group_pod_added, member_added
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), self._same_group_pod_added, member_added
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD_GROUP, ActionType.ADD), _own_group_added, GROUP_OBJECT_SCOPE
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE),
+                _own_group_min_count_decreased,
+                GROUP_OBJECT_SCOPE,
             ),
         ]
+
+    def _short_of_members(self, key: GroupKey) -> bool:
+        """Whether the group is known to have fewer members than its minCount: PreEnqueue gates every
+        one of them, whatever event woke it."""
+        state = self.handle.pod_groups.get(key)
+        if state is None or not isinstance(state.group, PodGroup) or state.group.min_count is None:
+            return False
+        return state.all_pods_count() < state.group.min_count
+
+    def _same_group_pod_added(self, pod: Pod, old: EventObject | None, new: EventObject | None) -> QueueingHint:
+        """A new member (unscheduled or bound) may complete the gang. kube's hint queues every member
+        of the group; this one skips them while the group is still short of minCount (PreEnqueue
+        would gate each again), which leaves every pod where kube's ends up."""
+        if not isinstance(new, Pod):
+            return QueueingHint.SKIP
+        key = scheduling_group_key(pod)
+        if key is None or key != scheduling_group_key(new) or self._short_of_members(key):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+    def _member_added_keys(self, old: EventObject | None, new: EventObject | None) -> tuple[GroupKey, ...]:
+        """The EventScope's keys of an added pod: its group, unless the group is still short."""
+        if not isinstance(new, Pod):
+            return ()
+        key = scheduling_group_key(new)
+        return (key,) if key is not None and not self._short_of_members(key) else ()
 
     def _state(self, pod: Pod) -> tuple[GroupKey | None, PodGroupState | None]:
         key = scheduling_group_key(pod)

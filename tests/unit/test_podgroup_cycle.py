@@ -477,3 +477,33 @@ async def test_pod_group_attempts_are_kubes_podgroup_families() -> None:
     assert _metric("scheduler_podgroup_scheduling_attempt_duration_seconds_count", result="scheduled", **profile) >= 1
     assert _metric("scheduler_podgroup_scheduling_algorithm_duration_seconds_count") - algorithm == 2
     assert _metric("scheduler_scheduling_algorithm_duration_seconds_count") == pod_algorithm
+
+
+async def test_a_gang_arriving_member_by_member_asks_preenqueue_linearly_not_quadratically() -> None:
+    """Each arriving member used to wake every gated member of its gang (kube's hint), each of them
+    gated again: n^2/2 PreEnqueue calls for a gang of n. Now a member wakes its gang once it has
+    minCount members: each arrival asks for itself, the last one for the others too."""
+    sched, informers, _ = setup()
+    informers.on_node("ADDED", raw_node("n1", cpu="64"))
+    members = 60
+    informers.on_pod_group("ADDED", raw_pod_group(min_count=members))
+    gang = next(p for p in sched.frameworks[NAME].pre_enqueue_plugins if p.name == "GangScheduling")
+    asked: list[str] = []
+    real = gang.pre_enqueue
+
+    def counting(pod: Any) -> Any:
+        asked.append(pod.name)
+        return real(pod)
+
+    gang.pre_enqueue = counting  # type: ignore[method-assign]
+    for i in range(members):
+        informers.on_pod("ADDED", raw_member(f"g{i}", cpu="100m"))
+        if i < members - 1:
+            assert sched.queue.pending()["gated"] == i + 1
+    assert len(asked) == 2 * members - 1
+    assert sorted(sched.queue.pending().items()) == [
+        ("active", members),
+        ("backoff", 0),
+        ("gated", 0),
+        ("unschedulable", 0),
+    ]

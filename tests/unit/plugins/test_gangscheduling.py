@@ -338,3 +338,46 @@ def test_is_schedulable_after_pod_group_updated(
 ) -> None:
     plugin, _ = plugin_with([], [], [])
     assert _hint(plugin, "scheduling.k8s.io/PodGroup", "UPDATE")(pod, old, new) == want
+
+
+SHORT, COMPLETE = [P2], [P1, P2, P3]  # pg1's members known besides the waiting ones (minCount 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "known", "groups", "added", "want"),
+    [
+        ("pg1 still short of minCount after the add", SHORT, [GANG1], P2, QueueingHint.SKIP),
+        ("pg1 complete with the add", COMPLETE, [GANG1], P3, QueueingHint.QUEUE),
+        ("pg1's object not seen yet: kube's answer", SHORT, [], P2, QueueingHint.QUEUE),
+        ("basic policy: no minCount to wait for", [BASIC_POD], [BASIC], BASIC_POD, QueueingHint.QUEUE),
+    ],
+)
+def test_an_added_member_wakes_its_group_only_once_it_has_min_count_members(
+    name: str, known: list[Pod], groups: list[PodGroup], added: Pod, want: QueueingHint
+) -> None:
+    plugin, _ = plugin_with(known, groups, [])
+    waiting = BASIC_POD if added is BASIC_POD else P1
+    assert _hint(plugin, "UnscheduledPod", "ADD")(waiting, None, added) == want
+    assert _hint(plugin, "AssignedPod", "ADD")(waiting, None, added) == want
+
+
+def test_every_scoped_registration_skips_the_pods_its_event_does_not_key() -> None:
+    """The EventScope promise the queue's waiting index relies on, over every waiting pod, event
+    object and group state here: a pod none of whose keys the event gives gets SKIP."""
+    waiting_pods = [P1, P2, P4, BASIC_POD, NON_GANG, member("p1", "pg1", "ns2")]
+    pods_added = [*waiting_pods, make_pod("b", "ns1").uid("b").pod_group("pg2").node("n").obj()]
+    group_objects = [raw_pod_group("pg1", 3), raw_pod_group("pg2", 1), raw_pod_group("pg1", 3, "ns2")]
+    checked = 0
+    for known, groups in [([], []), (SHORT, [GANG1, GANG2]), ([*COMPLETE, P4, P5], [GANG1, GANG2, BASIC])]:
+        plugin, _ = plugin_with(known, groups, [])
+        for registered in plugin.events_to_register():
+            assert registered.hint is not None and registered.scope is not None, registered.event
+            objects: list[Any] = pods_added if registered.event.resource.endswith("Pod") else group_objects
+            for new in objects:
+                old = raw_pod_group("pg1", 5, new["metadata"]["namespace"]) if isinstance(new, dict) else None
+                keys = set(registered.scope.event_keys(old, new) or ())
+                for pod in waiting_pods:
+                    if not keys & set(registered.scope.pod_keys(pod)):
+                        assert registered.hint(pod, old, new) == QueueingHint.SKIP, (registered.event, pod.name)
+                        checked += 1
+    assert checked > 100
