@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -377,7 +377,7 @@ class Scheduler:
             if fits_nominated and node_info is not None:
                 return [node_info], diagnosis, hint
         if pre_result is not None and pre_result.node_names is not None:
-            allowed = [n for n in all_nodes if n.name in pre_result.node_names]
+            allowed = self.named_nodes(all_nodes, pre_result.node_names)
             diagnosis.absent_status = Status.unresolvable(f"node(s) didn't satisfy plugin(s) {plugin_list(narrowing)}")
             return (*self._find_per_node(fw, state, pod, allowed, diagnosis), hint)
         if not fw.filter_plugins:
@@ -386,6 +386,22 @@ class Scheduler:
             # A pod-group placement's nodes: the batch forms over the table, read at their rows.
             return (*self._find_batch(fw, state, pod, diagnosis, placement.rows(self.snapshot)), hint)
         return (*self._find_batch(fw, state, pod, diagnosis), hint)
+
+    def named_nodes(self, all_nodes: Sequence[NodeInfo], names: Collection[str]) -> list[NodeInfo]:
+        """The nodes of `all_nodes` (the snapshot's, or the placement's: in the snapshot's order)
+        that `names` names, in that order. A PreFilterResult usually names a node or a few (a
+        DaemonSet pod's matchFields): looked up by name, not by a walk over every node."""
+        if len(names) * 8 >= len(all_nodes):
+            return [info for info in all_nodes if info.name in names]
+        position = self.snapshot.position
+        placement = self.placement
+        rows = sorted(
+            row
+            for name in names
+            if (row := position.get(name)) is not None and (placement is None or name in placement)
+        )
+        node_list = self.snapshot.node_info_list
+        return [node_list[row] for row in rows]
 
     def _find_batch(
         self, fw: Framework, state: CycleState, pod: Pod, diagnosis: Diagnosis, rows: IntArray | None = None

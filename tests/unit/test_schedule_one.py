@@ -7,12 +7,15 @@ import random
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.workload import registry_value
 from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.app import build_scheduler, full_registry
+from scheduler.cache import PlacementNodes
 from scheduler.config import default_config, parse_config
 from scheduler.framework.types import CycleState
 from scheduler.informers import Informers
@@ -299,6 +302,34 @@ async def test_nodes_left_out_by_prefilter_are_counted_in_the_message() -> None:
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    removed=st.sets(st.integers(0, 63), max_size=20),
+    named=st.sets(st.integers(0, 80), max_size=12),
+    placement=st.one_of(st.none(), st.sets(st.integers(0, 63), min_size=1, max_size=40)),
+)
+def test_named_nodes_finds_by_name_what_a_walk_over_every_node_finds(
+    removed: set[int], named: set[int], placement: set[int] | None
+) -> None:
+    """A PreFilterResult's names (a DaemonSet pod's one node) are looked up by position, not found
+    by walking all 15000 nodes per pod: same nodes, in the snapshot's order, with or without a
+    pod-group placement, after nodes were removed (positions moved), names of absent nodes too."""
+    sched, inf, _ = setup()
+    for i in range(64):
+        inf.on_node("ADDED", raw_node(f"n{i}"))
+    for i in removed:
+        inf.on_node("DELETED", raw_node(f"n{i}"))
+    sched.cache.update_snapshot(sched.snapshot)
+    names = {f"n{i}" for i in named}
+    if placement is not None:
+        sched.placement = PlacementNodes(frozenset(f"n{i}" for i in placement))
+        all_nodes = sched.placement.infos(sched.snapshot)
+    else:
+        all_nodes = list(sched.snapshot.list())
+    reference = [info for info in all_nodes if info.name in names]
+    assert sched.named_nodes(all_nodes, names) == reference
 
 
 def zoned_nodes(inf: Informers, count: int, zones: int) -> None:
