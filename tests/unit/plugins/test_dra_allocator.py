@@ -9,6 +9,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plugins.dynamicresources.cel import compile_expression
 from plugins.dynamicresources.structured import (
@@ -330,3 +332,89 @@ def test_a_missing_key_error_carries_kubes_hint() -> None:
         "no such key: missing. consider using CEL optional chaining (.? followed by orValue()) "
         "or guarding the check with has() for optional fields"
     )
+
+
+def _partitions(node_name: str, mem: list[str], available: str = "70Gi", pool: str | None = None) -> list[Any]:
+    """A pool of partitions sharing counters: each device takes its own cpu counter and some of
+    the pool's memory (upstream's PartitionableBacktracking slices, generalised)."""
+    pool = pool or node_name
+    counters = {
+        "metadata": {"name": f"{pool}-counters"},
+        "spec": {
+            "driver": DRIVER_A,
+            "nodeName": node_name,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": [
+                {"name": "cpu", "counters": {f"cpu{i}": {"value": "1"} for i in range(len(mem))}},
+                {"name": "mem", "counters": {"mem": {"value": available}}},
+            ],
+        },
+    }
+    devices = [
+        device(
+            f"device-{i}",
+            consumesCounters=[
+                {"counterSet": "cpu", "counters": {f"cpu{i}": {"value": "1"}}},
+                {"counterSet": "mem", "counters": {"mem": {"value": value}}},
+            ],
+        )
+        for i, value in enumerate(mem)
+    ]
+    return [counters, slice_with_devices(f"{pool}-devices", node_name, pool, DRIVER_A, *devices, count=2)]
+
+
+def _partition_allocator(slices: list[Any], prune: bool, state: AllocatedState | None = None) -> Allocator:
+    classes = {"class-a": device_class("class-a", DRIVER_A)}
+    features = Features(partitionable_devices=True)
+    allocator = Allocator(features, state or AllocatedState(), classes, slices, compile_expression)
+    allocator.prune_by_counters = prune
+    return allocator
+
+
+def test_partitions_too_big_together_are_given_up_early() -> None:
+    """Upstream's PartitionableBacktracking: 7 of 8 partitions, the first one too big to go with
+    six others. The search used to try every combination holding it (130 steps per node, kube's
+    too); once the shared memory cannot cover the rest it backs off (36), same answer."""
+    slices = _partitions("node-1", ["20Gi"] + ["10Gi"] * 7)
+    seven = [claim("claim-0", request("req-0", "class-a", 7))]
+    steps = {}
+    for prune in (False, True):
+        allocator = _partition_allocator(slices, prune)
+        results = allocator.allocate(node(), seven)
+        assert results is not None
+        assert [r["device"] for r in results[0]["devices"]["results"]] == [f"device-{i}" for i in range(1, 8)]
+        steps[prune] = allocator.stats.allocate_one_invocations
+    assert steps == {False: 130, True: 36}
+
+
+memories = st.lists(st.sampled_from(["0", "5Gi", "10Gi", "20Gi", "30Gi"]), min_size=1, max_size=7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pools=st.lists(st.tuples(memories, st.sampled_from(["10Gi", "30Gi", "45Gi", "70Gi"])), min_size=1, max_size=2),
+    counts=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    allocated=st.sets(st.integers(0, 6), max_size=3),
+    two_claims=st.booleans(),
+)
+def test_giving_up_early_finds_what_the_whole_search_finds(
+    pools: list[tuple[list[str], str]], counts: list[int], allocated: set[int], two_claims: bool
+) -> None:
+    """Any partition sizes, pool sizes, requests and allocated partitions: the same allocation
+    (or none) with and without backing off early, never more steps."""
+    slices = [s for i, (mem, available) in enumerate(pools) for s in _partitions("node-1", mem, available, f"pool-{i}")]
+    state = AllocatedState(devices={DeviceID(DRIVER_A, "pool-0", f"device-{i}") for i in allocated})
+    requests = [request(f"req-{i}", "class-a", count) for i, count in enumerate(counts)]
+    claims = (
+        [claim("claim-0", *requests[:1]), claim("claim-1", *requests[1:])]
+        if two_claims and len(requests) > 1
+        else [claim("claim-0", *requests)]
+    )
+    outcome = {}
+    steps = {}
+    for prune in (False, True):
+        allocator = _partition_allocator(slices, prune, state)
+        outcome[prune] = allocator.allocate(node(), claims)
+        steps[prune] = allocator.stats.allocate_one_invocations
+    assert outcome[True] == outcome[False]
+    assert steps[True] <= steps[False]
