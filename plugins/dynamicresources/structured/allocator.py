@@ -181,6 +181,8 @@ class NodeDevicesCache:
         self.slices_on_node: dict[str, list[Raw]] = {}
         self.slices_shared: list[Raw] = []
         self.nodes: dict[str, tuple[Node, list[Pool], list[_Candidate]]] = {}
+        # Node name -> its candidates (the list above) and their counter floors (_Run._counter_floors).
+        self.floors: dict[str, tuple[list[_Candidate], list[_CounterFloor]]] = {}
 
     def use(self, slices: Sequence[Raw], features: Features) -> None:
         """Start over unless these are the slices and features of the last call."""
@@ -189,6 +191,7 @@ class NodeDevicesCache:
             return
         self._key = (slices, features)  # holds the list: its identity cannot be reused meanwhile
         self.nodes = {}
+        self.floors = {}
         self.slices_on_node = {}
         self.slices_shared = []
         for slice_ in slices:
@@ -815,8 +818,12 @@ class _Run:
         would take of it (0 for a device that may share an allocation and so skip its counters)."""
         if self._floors is not None:
             return self._floors
-        floors: list[_CounterFloor] = []
         candidates = self.candidates
+        cached = self.a.cache.floors.get(self.node.name)
+        if cached is not None and cached[0] is candidates:
+            self._floors = cached[1]
+            return cached[1]
+        floors: list[_CounterFloor] = []
         if self.features.partitionable_devices:
             takes: dict[tuple[PoolID, str, str], dict[int, Decimal]] = {}
             for candidate in candidates:
@@ -836,6 +843,9 @@ class _Run:
                 pool = next(c.pool for c in candidates if c.index in per_device)
                 floors.append(_CounterFloor(pool, set_name, name, least))
         self._floors = floors
+        if len(self.a.cache.floors) >= _CACHED_NODES:
+            self.a.cache.floors.clear()
+        self.a.cache.floors[self.node.name] = (candidates, floors)
         return floors
 
     def _counters_run_out(self, data: _RequestData, needed: int, start: int) -> bool:
