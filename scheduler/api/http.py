@@ -255,6 +255,12 @@ class LoopStalls:
 LOOP_STALLS = LoopStalls()
 
 
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
+    """Mark a request nobody awaits any more as seen: asyncio logs no "never retrieved" for it."""
+    if not task.cancelled():
+        task.exception()
+
+
 async def within(seconds: float, awaitable: Awaitable[Result], stalls: LoopStalls = LOOP_STALLS) -> Result:
     """`awaitable`'s result, or TimeoutError once it ran `seconds` of loop time not stalled."""
     task = asyncio.ensure_future(awaitable)
@@ -271,11 +277,12 @@ async def within(seconds: float, awaitable: Awaitable[Result], stalls: LoopStall
         if not task.done():
             task.cancel()
             try:
-                await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # the caller itself is being cancelled: that is not ours to swallow
+                # Until the request has let go of its connection. Whatever it ends with is not the
+                # caller's answer (a timeout or the caller's cancellation is); a second
+                # cancellation of the caller ends this wait and goes on up.
+                await asyncio.wait({task})
+            finally:
+                task.add_done_callback(_consume_outcome)
 
 
 class _Lane:

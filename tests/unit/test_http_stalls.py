@@ -5,6 +5,8 @@ for ~45 s, and the binds of the gang before it, answered meanwhile, timed out an
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
 
 import pytest
@@ -103,3 +105,38 @@ async def test_within_does_not_swallow_its_callers_cancellation_while_it_cleans_
     with pytest.raises(asyncio.CancelledError):
         await caller
     assert caller.cancelled()
+
+
+async def test_a_cancelled_caller_ends_cancelled_and_its_request_logs_no_unretrieved_error() -> None:
+    """Shutdown cancels a bind while it waits; the request, cancelled in turn, fails on its own
+    (aiohttp turns a cancelled connect into a timeout). The caller ends cancelled, not with the
+    request's error, and asyncio logs no "Task exception was never retrieved" for the request."""
+    reported: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(str(context.get("message"))))
+    cleaning = asyncio.Event()
+
+    async def fails_while_cancelled() -> int:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cleaning.set()
+            ends = loop.time() + 0.2
+            while loop.time() < ends:  # its cleanup outlasts a second cancellation too
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.01)
+            raise ConnectionError("connect timed out") from None
+        return 1
+
+    try:
+        caller = asyncio.ensure_future(within(0.05, fails_while_cancelled(), LoopStalls()))
+        await cleaning.wait()
+        caller.cancel()
+        await asyncio.gather(caller, return_exceptions=True)
+        assert caller.cancelled()  # not the request's ConnectionError
+        await asyncio.sleep(0.4)  # the left-behind request ends
+        del caller
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(None)
