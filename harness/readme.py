@@ -290,6 +290,63 @@ def block_bench_behind(root: Path, args: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _outcome(row: Mapping[str, Any] | None) -> str:
+    """What one scheduler's row of a run says, in a table cell."""
+    if row is None:
+        return "not run"
+    error = row.get("error")
+    if error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+        return "**failed**: " + (first if len(first) <= 160 else first[:157] + "...").replace("|", "\\|")
+    if row.get("throughput_avg") is None:
+        cpu = row.get("cpu_ms_per_pod")
+        cpu_text = f", {cpu:.2f} ms CPU/pod" if cpu is not None else ""
+        return f"no throughput sample ({row.get('scheduled', 0)} pods{cpu_text})"
+    return f"{_f(row['throughput_avg'])} pods/s, {row['cpu_ms_per_pod']:.2f} ms CPU/pod"
+
+
+def block_bench_unmeasured(root: Path, args: Mapping[str, str]) -> str:
+    """Every full-size workload whose latest run of ours measured nothing (it failed, or bound too
+    few pods for a throughput sample), beside kube-scheduler in the same run: the latest-pair table
+    cannot show these, and a failure must not drop out of sight behind an older pair. A failure of
+    ours, or ours without a sample where kube-scheduler had one, needs a note in behind.json."""
+    notes_path = root / BENCH_NOTES
+    notes: Mapping[str, Mapping[str, str]] = json.loads(notes_path.read_text()) if notes_path.exists() else {}
+    match = _split(args.get("workloads", ""))
+    latest: dict[str, tuple[datetime.datetime, BenchFile, Mapping[str, Any]]] = {}
+    for f in _full_size(bench_files(root)):
+        for workload, rows in f.runs.items():
+            ours = rows.get("ours")
+            if ours is None or "@" in workload or (match and workload.split("/")[0] not in match):
+                continue
+            at = f.measured(ours)
+            if workload not in latest or at >= latest[workload][0]:
+                latest[workload] = (at, f, ours)
+    lines = [
+        "| upstream workload | ours | kube-scheduler, same run | run | where it stands | next step |",
+        "|---|---|---|---|---|---|",
+    ]
+    missing = []
+    for workload, (_, f, ours) in latest.items():
+        if not ours.get("error") and ours.get("throughput_avg") is not None:
+            continue
+        kube = f.runs[workload].get("kube")
+        kube_sampled = kube is not None and not kube.get("error") and kube.get("throughput_avg") is not None
+        where, step = "nothing to compare: no sample from either scheduler", ""
+        if ours.get("error") or kube_sampled:
+            note = notes.get(workload) or notes.get(workload.split("/", maxsplit=1)[0])
+            if note is None:
+                missing.append(workload)
+                continue
+            where, step = note["profile"], note["next"]
+        lines.append(
+            f"| {workload} | {_outcome(ours)} | {_outcome(kube)} | {f.row_label(ours)} `{f.path}` | {where} | {step} |"
+        )
+    if missing:
+        raise ReadmeError(f"{BENCH_NOTES}: no note (profile, next step) for {', '.join(missing)}")
+    return "\n".join(lines)
+
+
 def _extreme(workload: str, chosen: BenchFile, files: Sequence[BenchFile]) -> tuple[str, str] | None:
     """("highest" | "lowest", description) when the chosen run's ours ÷ kube-scheduler is at one end
     of all the full-size pairs of `workload` (two runs or more), naming kube-scheduler's slowest or
@@ -633,6 +690,7 @@ BLOCKS: dict[str, Callable[[Path, Mapping[str, str]], str]] = {
     "bench-summary": block_bench_summary,
     "bench-runs": block_bench_runs,
     "bench-behind": block_bench_behind,
+    "bench-unmeasured": block_bench_unmeasured,
     "bench-ab": block_bench_ab,
     "scaling": block_scaling,
     "profile": block_profile,

@@ -308,3 +308,36 @@ def test_a_rows_run_label_shows_its_own_commit_and_time(tmp_path: Path) -> None:
     )
     labels = [line.split(" | ")[0] for line in text.splitlines() if W in line]
     assert labels == ["| aaaaaaa 09:30", "| bbbbbbb 12:45", "| aaaaaaa 09:00"]
+
+
+def _unmeasured(root: Path) -> str:
+    return render("<!-- BEGIN generated:bench-unmeasured -->\n<!-- END generated:bench-unmeasured -->\n", root)
+
+
+def test_a_later_failure_of_ours_is_listed_though_an_older_pair_keeps_the_row(tmp_path: Path) -> None:
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    failed = {"workload": W, "scheduler": "ours", "commit": "bbbbbbb", "error": "AssertionError: did not stop\nlog: x"}
+    _bench(tmp_path, "2026-12-02-upstream-full", "2026-12-02T10:00:00+00:00", [failed, _row(W, "kube", 30)], "bbbbbbb")
+    (row,) = _latest_rows(tmp_path)
+    assert row.endswith("| c0ffee0 10:00 |")  # the pair table still shows the last pair
+    with pytest.raises(ReadmeError, match=f"no note .* for {re.escape(W)}"):
+        _unmeasured(tmp_path)
+    notes = {W: {"profile": "held the loop", "next": "yield"}}
+    (tmp_path / "bench-results" / "behind.json").write_text(json.dumps(notes))
+    (listed,) = [line for line in _unmeasured(tmp_path).splitlines() if line.startswith(f"| {W}")]
+    assert listed.startswith(f"| {W} | **failed**: AssertionError: did not stop | 30 pods/s, 1.00 ms CPU/pod |")
+    assert listed.endswith("| held the loop | yield |")
+
+
+def test_runs_too_short_for_either_scheduler_are_listed_without_a_note(tmp_path: Path) -> None:
+    short = [_row(W, "ours", 0) | {"throughput_avg": None}, _row(W, "kube", 0) | {"throughput_avg": None}]
+    _bench(tmp_path, "2026-12-02-upstream-short-full", "2026-12-02T10:00:00+00:00", short)
+    (listed,) = [line for line in _unmeasured(tmp_path).splitlines() if line.startswith(f"| {W}")]
+    assert "| no throughput sample (1000 pods, 1.00 ms CPU/pod) | no throughput sample (1000 pods, 1.00 ms" in listed
+    assert "nothing to compare" in listed
+    _bench(
+        tmp_path, "2026-12-03-upstream-full", "2026-12-03T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    assert W not in _unmeasured(tmp_path)  # measured since
