@@ -1,19 +1,24 @@
 """NodePorts: a pod's host ports must be free on the node.
 
 A host port is (hostIP, protocol, hostPort) with hostIP defaulting to 0.0.0.0 and protocol
-to TCP. 0.0.0.0 conflicts with the same protocol/port on any IP, and any IP conflicts with
-0.0.0.0. Ports of regular containers and of sidecars (restartable init containers) count.
+to TCP (Pod.host_ports). 0.0.0.0 conflicts with the same protocol/port on any IP, and any IP
+conflicts with 0.0.0.0. Ports of regular containers and of sidecars (restartable init containers)
+count. A node's ports in use are kept as its pods come and go (NodeInfo.used_ports), and the node
+table indexes them by port, so the batch form finds the taken rows without visiting each node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from scheduler.framework import signing
 from scheduler.framework.interface import Handle
 from scheduler.framework.signing import SignFragment
+from scheduler.framework.table import BoolArray, FilterVerdicts, NodeTable
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -28,53 +33,22 @@ from scheduler.framework.types import (
     StateKey,
     Status,
 )
-from scheduler.model.objects import Pod
+from scheduler.model.objects import BIND_ALL_HOST_IP, HostPort, Pod
 
 NAME = "NodePorts"
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
-BIND_ALL_HOST_IP = "0.0.0.0"
+
+def conflicts(used: Collection[HostPort], wanted: HostPort) -> bool:
+    """kube's HostPortInfo.CheckConflict over one node's used ports."""
+    ip, protocol, port = wanted
+    if ip == BIND_ALL_HOST_IP:
+        return any(p == port and proto == protocol for _, proto, p in used)
+    return (BIND_ALL_HOST_IP, protocol, port) in used or wanted in used
 
 
-@dataclass(frozen=True, slots=True)
-class HostPort:
-    ip: str
-    protocol: str
-    port: int
-
-
-def host_ports(pod: Pod) -> list[HostPort]:
-    """Every port the pod's long-running containers bind on the host (hostPort > 0)."""
-    spec = pod.spec
-    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-    containers.extend(spec.get("containers") or ())
-    ports: list[HostPort] = []
-    for container in containers:
-        for port in container.get("ports") or ():
-            number = int(port.get("hostPort") or 0)
-            if number > 0:
-                ports.append(HostPort(port.get("hostIP") or BIND_ALL_HOST_IP, port.get("protocol") or "TCP", number))
-    return ports
-
-
-def used_ports(pods: Iterable[Pod]) -> dict[str, set[tuple[str, int]]]:
-    """hostIP -> {(protocol, port)} over these pods."""
-    used: dict[str, set[tuple[str, int]]] = {}
-    for pod in pods:
-        for p in host_ports(pod):
-            used.setdefault(p.ip, set()).add((p.protocol, p.port))
-    return used
-
-
-def conflicts(used: Mapping[str, set[tuple[str, int]]], wanted: HostPort) -> bool:
-    key = (wanted.protocol, wanted.port)
-    if wanted.ip == BIND_ALL_HOST_IP:
-        return any(key in pairs for pairs in used.values())
-    return any(key in used.get(ip, ()) for ip in (BIND_ALL_HOST_IP, wanted.ip))
-
-
-def fits_ports(wanted: Sequence[HostPort], used: Mapping[str, set[tuple[str, int]]]) -> bool:
+def fits_ports(wanted: Sequence[HostPort], used: Collection[HostPort]) -> bool:
     return not any(conflicts(used, p) for p in wanted)
 
 
@@ -98,7 +72,7 @@ class NodePorts:
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        ports = host_ports(pod)
+        ports = pod.host_ports
         if not ports:
             return None, Status(Code.SKIP, plugin=NAME)
         state.write(PRE_FILTER_KEY, _PreFilterState(tuple(ports)))
@@ -116,9 +90,20 @@ class NodePorts:
             wanted = state.read(PRE_FILTER_KEY).ports
         except KeyError as exc:
             return Status.as_error(exc, NAME)
-        if fits_ports(wanted, used_ports(node_info.pods.values())):
+        if fits_ports(wanted, node_info.used_ports):
             return None
         return Status.unschedulable(ERR_REASON, plugin=NAME)
+
+    def filter_batch(self, state: CycleState, pod: Pod, table: NodeTable) -> FilterVerdicts | None:
+        """Every row at once, from the table's index of the ports in use."""
+        pre = state.get(PRE_FILTER_KEY)
+        if pre is None:
+            return None  # the per-node form reports the missing state
+        mask: BoolArray = np.ones(table.size, np.bool_)
+        taken = table.host_port_rows(pre.ports)
+        if taken:
+            mask[np.fromiter(taken, np.int64, len(taken))] = False
+        return FilterVerdicts.from_mask(mask, Status.unschedulable(ERR_REASON, plugin=NAME))
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
@@ -134,8 +119,8 @@ def _pod_deleted(pod: Pod, old: EventObject | None, new: EventObject | None) -> 
     nominated = (old.raw.get("status") or {}).get("nominatedNodeName")
     if not old.node_name and not nominated:
         return QueueingHint.SKIP
-    freed = used_ports([old])
-    if not freed or fits_ports(host_ports(pod), freed):
+    freed = old.host_ports
+    if not freed or fits_ports(pod.host_ports, freed):
         return QueueingHint.SKIP
     return QueueingHint.QUEUE
 

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.types import NodeInfo, Status
-from scheduler.model.objects import Node
+from scheduler.model.objects import BIND_ALL_HOST_IP, HostPort, Node
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -23,6 +23,8 @@ MAX_DERIVED = 4096
 
 # A rejection key of FilterVerdicts: rejected, with the status the plugin's per-node form gives.
 PER_NODE = -1
+
+_NO_PORTS: frozenset[HostPort] = frozenset()
 
 
 class FilterVerdicts:
@@ -112,6 +114,9 @@ class NodeTable:
         self._derived: dict[object, object] = {}
         # Requested amounts of the extended resources some pod asked about, kept row by row.
         self._req_scalar: dict[str, IntArray] = {}
+        # Host ports in use: (protocol, port) -> hostIP -> rows; and each row's keys, to diff.
+        self._port_rows: dict[tuple[str, int], dict[str, set[int]]] = {}
+        self._row_ports: list[frozenset[HostPort]] = []
 
     # ---- maintenance (cache/snapshot only) ---------------------------------------------
 
@@ -128,6 +133,8 @@ class NodeTable:
         self.generation = np.zeros(n, np.int64)
         self.layout = object()
         self._req_scalar = {}
+        self._port_rows = {}
+        self._row_ports = [_NO_PORTS] * n
         for row, info in enumerate(infos):
             self.update(row, info)
         self._derived.clear()
@@ -155,6 +162,40 @@ class NodeTable:
         self.has_scalar_requests[row] = any(req.scalar.values())
         for name, column in self._req_scalar.items():
             column[row] = req.scalar.get(name, 0)
+        if info.used_ports or self._row_ports[row]:
+            self._index_ports(row, frozenset(info.used_ports))
+
+    def _index_ports(self, row: int, ports: frozenset[HostPort]) -> None:
+        before = self._row_ports[row]
+        if ports == before:
+            return
+        for ip, protocol, port in before - ports:
+            by_ip = self._port_rows[(protocol, port)]
+            rows = by_ip[ip]
+            rows.discard(row)
+            if not rows:
+                del by_ip[ip]
+                if not by_ip:
+                    del self._port_rows[(protocol, port)]
+        for ip, protocol, port in ports - before:
+            self._port_rows.setdefault((protocol, port), {}).setdefault(ip, set()).add(row)
+        self._row_ports[row] = ports
+
+    def host_port_rows(self, wanted: Sequence[HostPort]) -> set[int]:
+        """Rows whose pods bind a host port conflicting with one of `wanted` (kube's
+        HostPortInfo.CheckConflict: 0.0.0.0 conflicts with the same protocol and port on any IP)."""
+        rows: set[int] = set()
+        for ip, protocol, port in wanted:
+            by_ip = self._port_rows.get((protocol, port))
+            if not by_ip:
+                continue
+            if ip == BIND_ALL_HOST_IP:
+                for users in by_ip.values():
+                    rows |= users
+            else:
+                rows |= by_ip.get(BIND_ALL_HOST_IP, set())
+                rows |= by_ip.get(ip, set())
+        return rows
 
     # ---- derived columns ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from scheduler.framework import podmap
 from scheduler.framework.podgroups import GroupKey
 from scheduler.framework.signing import Signature
-from scheduler.model.objects import Node, Pod, Resource
+from scheduler.model.objects import HostPort, Node, Pod, Resource
 from scheduler.model.quantity import go_add
 
 # A node's pods by uid (see scheduler.framework.podmap).
@@ -144,6 +144,7 @@ class NodeInfo:
         "pods_with_affinity",
         "pods_with_required_anti_affinity",
         "requested",
+        "used_ports",
     )
 
     def __init__(self, node: Node | None = None) -> None:
@@ -158,6 +159,8 @@ class NodeInfo:
         self.non_zero_milli_cpu = 0
         self.non_zero_memory = 0
         self.generation = 0
+        # (hostIP, protocol, port) -> how many of the node's pods bind it (kube's UsedPorts).
+        self.used_ports: dict[HostPort, int] = {}
 
     @property
     def node(self) -> Node | None:
@@ -182,6 +185,10 @@ class NodeInfo:
         self.requested.add(pod.requests)
         self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, pod.non_zero_milli_cpu)
         self.non_zero_memory = go_add(self.non_zero_memory, pod.non_zero_memory)
+        if pod.host_ports:
+            used = self.used_ports
+            for port in pod.host_ports:
+                used[port] = used.get(port, 0) + 1
 
     def remove_pod(self, pod: Pod) -> bool:
         old, self.pods = podmap.pop(self.pods, pod.uid)
@@ -193,6 +200,14 @@ class NodeInfo:
         self.requested.sub(old.requests)
         self.non_zero_milli_cpu = go_add(self.non_zero_milli_cpu, -old.non_zero_milli_cpu)
         self.non_zero_memory = go_add(self.non_zero_memory, -old.non_zero_memory)
+        if old.host_ports:
+            used = self.used_ports
+            for port in old.host_ports:
+                left = used.get(port, 0) - 1
+                if left > 0:
+                    used[port] = left
+                else:
+                    used.pop(port, None)
         return True
 
     def clone(self) -> NodeInfo:
@@ -205,6 +220,8 @@ class NodeInfo:
         copy.non_zero_milli_cpu = self.non_zero_milli_cpu
         copy.non_zero_memory = self.non_zero_memory
         copy.generation = self.generation
+        if self.used_ports:
+            copy.used_ports = dict(self.used_ports)
         return copy
 
     def __repr__(self) -> str:

@@ -203,6 +203,9 @@ class Pod:
     # spec.tolerations, parsed once: TaintToleration, NodeUnschedulable and PodTopologySpread's
     # node eligibility read them for every pod attempt.
     tolerations: tuple[Toleration, ...] = field(default=(), repr=False, compare=False, hash=False)
+    # Every (hostIP, protocol, hostPort) its long-running containers (and sidecars) bind on the
+    # node, defaults filled in (0.0.0.0, TCP): NodePorts and the node's used ports read them.
+    host_ports: tuple[HostPort, ...] = field(default=(), repr=False, compare=False, hash=False)
 
     @property
     def fit_requests(self) -> Resource:
@@ -275,7 +278,27 @@ class Pod:
             out_of_range=out_of_range,
             fit_out_of_range=f"{key}: {fit_out_of_range}" if fit_out_of_range else "",
             tolerations=tuple(Toleration.from_raw(t) for t in spec.get("tolerations") or ()),
+            host_ports=_host_ports(spec),
         )
+
+
+# (hostIP, protocol, hostPort), as kube's HostPortInfo keys a node's used ports.
+HostPort = tuple[str, str, int]
+BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+def _host_ports(spec: Raw) -> tuple[HostPort, ...]:
+    """The host ports of the regular containers and of sidecars (restartable init containers);
+    a port number the apiserver would not have accepted binds nothing."""
+    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    containers.extend(spec.get("containers") or ())
+    ports: list[HostPort] = []
+    for container in containers:
+        for port in container.get("ports") or ():
+            number = port.get("hostPort")
+            if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+                ports.append((port.get("hostIP") or BIND_ALL_HOST_IP, port.get("protocol") or "TCP", number))
+    return tuple(ports)
 
 
 _RequestsResult = tuple[Resource, int, int, Resource | None, Resource | None, tuple[str, ...], str]

@@ -152,8 +152,15 @@ def pod(draw: Any, name: str, node_name: str = "") -> dict[str, Any]:
         if draw(st.booleans()):
             spec["topologySpreadConstraints"] = [spread_constraint(draw) for _ in range(draw(st.integers(1, 2)))]
     if draw(st.booleans()):
-        # NodePorts has no batch form: its pods take the batch path's per-node loop.
-        spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}]
+        # NodePorts' batch form reads the node table's port index: every IP/protocol combination.
+        port: dict[str, Any] = {"containerPort": 80, "hostPort": draw(st.sampled_from([80, 8080]))}
+        host_ip = draw(st.sampled_from([None, "0.0.0.0", "10.0.0.1", "10.0.0.2"]))
+        protocol = draw(st.sampled_from([None, "TCP", "UDP"]))
+        if host_ip is not None:
+            port["hostIP"] = host_ip
+        if protocol is not None:
+            port["protocol"] = protocol
+        spec["containers"][0]["ports"] = [port]
     status: dict[str, Any] = {}
     resource_shapes(draw, spec, status, assigned=bool(node_name))
     metadata: dict[str, Any] = {"name": name, "namespace": "default", "uid": name}

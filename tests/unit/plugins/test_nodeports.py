@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plugins.nodeports import ERR_REASON, NodePorts
+from scheduler.api.fake import FakeApiClient
+from scheduler.app import build_scheduler, full_registry
+from scheduler.config import default_config
 from scheduler.framework.types import Code, CycleState, EventResource, NodeInfo, QueueingHint
+from scheduler.informers import Informers
 from scheduler.testing.builders import PodBuilder, make_node, make_pod, node_info
 
 
@@ -137,3 +143,44 @@ def test_pod_deleted_hint(deleted: Any, hint: QueueingHint) -> None:
     pod_hint = next(e.hint for e in registered if e.event.resource == EventResource.ASSIGNED_POD)
     assert pod_hint is not None
     assert pod_hint(POD, deleted, None) is hint
+
+
+PORT_SPECS = ["TCP/0.0.0.0/80", "TCP/10.0.0.1/80", "UDP/0.0.0.0/80", "TCP/10.0.0.2/8080", "UDP/10.0.0.1/8080"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 7), st.integers(0, 3), st.sets(st.sampled_from(PORT_SPECS))),
+        max_size=25,
+    ),
+    wanted=st.sets(st.sampled_from(PORT_SPECS), min_size=1),
+)
+def test_ports_kept_as_pods_come_and_go_agree_with_the_pods(
+    steps: list[tuple[bool, int, int, set[str]]], wanted: set[str]
+) -> None:
+    """Bound pods added and deleted in any order (the same pod again on another node too): each
+    node's used ports are its pods' ports, and the batch form over the table's index rejects
+    exactly the nodes the per-node form rejects."""
+    sched = build_scheduler(default_config(), full_registry(), FakeApiClient(), {})
+    informers = Informers(sched)
+    for n in range(4):
+        informers.on_node("ADDED", make_node(f"n{n}").obj().raw)
+    for add, index, node, specs in steps:
+        raw = with_ports(f"p{index}", *sorted(specs), node=f"n{node}").obj().raw
+        informers.on_pod("ADDED" if add else "DELETED", raw)
+    sched.cache.update_snapshot(sched.snapshot)
+    for info in sched.snapshot.list():
+        counted: dict[tuple[str, str, int], int] = {}
+        for pod in info.pods.values():
+            for port in pod.host_ports:
+                counted[port] = counted.get(port, 0) + 1
+        assert info.used_ports == counted, info.name
+    plugin = NodePorts()
+    pod = with_ports("incoming", *sorted(wanted), node="").obj()
+    state = CycleState()
+    plugin.pre_filter(state, pod, sched.snapshot.list())
+    verdicts = plugin.filter_batch(state, pod, sched.snapshot.table)
+    assert verdicts is not None
+    per_node = [plugin.filter(state, pod, info) is None for info in sched.snapshot.list()]
+    assert verdicts.passes.tolist() == per_node
