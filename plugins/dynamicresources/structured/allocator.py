@@ -249,9 +249,12 @@ def _taint_tolerated(taint: Raw, tolerations: Sequence[Raw]) -> bool:
 def taint_prevents_allocation(device: Raw, tolerations: Sequence[Raw]) -> bool:
     """A NoSchedule or NoExecute taint no toleration of the request tolerates (other effects,
     None included, never prevent allocation)."""
+    taints = device.get("taints")
+    if not taints:
+        return False  # most devices: asked at every step of the search
     return any(
         taint.get("effect") in ("NoExecute", "NoSchedule") and not _taint_tolerated(taint, tolerations)
-        for taint in device.get("taints") or ()
+        for taint in taints
     )
 
 
