@@ -85,21 +85,31 @@ async def test_within_returns_as_soon_as_the_result_is_there() -> None:
     assert await within(5.0, quick(), LoopStalls()) == 7
 
 
+async def _cancelled_slowly(cleaning: asyncio.Event, seconds: float, fails_with: Exception | None = None) -> int:
+    """A request whose cancellation takes `seconds` (a connection's cleanup), `cleaning` set when
+    it starts. With `fails_with` it outlasts further cancellations and then ends with that error
+    instead (aiohttp turns a cancelled connect into a timeout)."""
+    try:
+        await asyncio.sleep(10)
+    except asyncio.CancelledError:
+        cleaning.set()
+        if fails_with is None:
+            await asyncio.sleep(seconds)
+            raise
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + seconds
+        while loop.time() < ends:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0.01)
+        raise fails_with from None
+    return 1
+
+
 async def test_within_does_not_swallow_its_callers_cancellation_while_it_cleans_up() -> None:
     """Timed out, `within` waits for the request it cancelled; the caller cancelled meanwhile ends
     cancelled, not with the TimeoutError."""
     cleaning = asyncio.Event()
-
-    async def slow_to_cancel() -> int:
-        try:
-            await asyncio.sleep(10)
-        except asyncio.CancelledError:
-            cleaning.set()
-            await asyncio.sleep(0.3)  # a connection's cleanup takes a while
-            raise
-        return 1
-
-    caller = asyncio.ensure_future(within(0.05, slow_to_cancel(), LoopStalls()))
+    caller = asyncio.ensure_future(within(0.05, _cancelled_slowly(cleaning, 0.3), LoopStalls()))
     await cleaning.wait()
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -116,20 +126,9 @@ async def test_a_cancelled_caller_ends_cancelled_and_its_request_logs_no_unretri
     loop.set_exception_handler(lambda _loop, context: reported.append(str(context.get("message"))))
     cleaning = asyncio.Event()
 
-    async def fails_while_cancelled() -> int:
-        try:
-            await asyncio.sleep(10)
-        except asyncio.CancelledError:
-            cleaning.set()
-            ends = loop.time() + 0.2
-            while loop.time() < ends:  # its cleanup outlasts a second cancellation too
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.sleep(0.01)
-            raise ConnectionError("connect timed out") from None
-        return 1
-
     try:
-        caller = asyncio.ensure_future(within(0.05, fails_while_cancelled(), LoopStalls()))
+        request = _cancelled_slowly(cleaning, 0.2, ConnectionError("connect timed out"))
+        caller = asyncio.ensure_future(within(0.05, request, LoopStalls()))
         await cleaning.wait()
         caller.cancel()
         await asyncio.gather(caller, return_exceptions=True)
