@@ -29,7 +29,6 @@ pod cycle's failure handler; never binds itself.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
 import time
@@ -41,6 +40,7 @@ import structlog
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
+from scheduler.api.watch import Pacer
 from scheduler.cache import Cache, PlacementNodes, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
@@ -98,13 +98,11 @@ def run_through(steps: Steps[T]) -> T:
 async def run_cooperatively(steps: Steps[T], slice_seconds: float = CYCLE_SLICE) -> T:
     """The steps' result, the event loop let run whenever `slice_seconds` passed since it last ran.
     Cancelled at a yield, the steps are closed: their `finally` reverts what they assumed."""
-    resumed = time.perf_counter()
+    pacer = Pacer(slice_seconds)
     try:
         while True:
             next(steps)
-            if time.perf_counter() - resumed >= slice_seconds:
-                await asyncio.sleep(0)
-                resumed = time.perf_counter()
+            await pacer.pace()
     except StopIteration as done:
         result: T = done.value
         return result

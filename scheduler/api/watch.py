@@ -17,7 +17,7 @@ retried with capped exponential backoff until the task is cancelled.
 A relist never holds the event loop, which the Lease renewal shares. It asks for pages of
 LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager) so that no one answer takes long
 to decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS,
-yielding between slices. Pages are asked for without a resourceVersion: the watch cache ignores
+yielding between slices; so does a watch read that brought a burst of events. Pages are asked for without a resourceVersion: the watch cache ignores
 `limit` for resourceVersion "0" (client-go's first list), and client-go lists unpaged when it names
 the last resourceVersion (its relists) — affordable there, where a goroutine of its own decodes.
 A 1.37 apiserver serves these pages from its watch cache's snapshots, older ones from etcd.
@@ -163,6 +163,9 @@ class Reflector:
         if self.resource_version:
             query += f"&resourceVersion={self.resource_version}"
         buffer = b""
+        # A burst of events (a read that brought hundreds) is handed over in slices too: each
+        # handler may be costly (a bound pod's event runs hints over the waiting pods).
+        pacer = Pacer()
         # aclosing: leaving the loop early (a relist) must close the response now, not at garbage collection.
         async with contextlib.aclosing(
             self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout)
@@ -175,6 +178,7 @@ class Reflector:
                 for line in lines:
                     if line.strip() and not self._dispatch(codec.loads(line)):
                         return False
+                    await pacer.pace()
         return True
 
     async def run(self, listed: bool = False) -> None:

@@ -157,3 +157,42 @@ async def test_a_watch_that_expires_relists_in_pages() -> None:
     assert [read.split("?")[1][:9] for read in fake.reads[1:3]] == ["limit=500", "limit=500"]
     assert seen.events[-1] == ("DELETED", "n650")
     assert reflector.relists == 2
+
+
+async def test_a_burst_of_watch_events_is_handed_over_in_slices_that_let_other_tasks_run() -> None:
+    """A read that brings hundreds of events (churn, a 10000-member gang's updates), each handler
+    costly (a bound pod's event runs hints over the waiting pods): the loop is let run between
+    slices of DISPATCH_SLICE_SECONDS, so a lease renewal, a probe or SIGTERM never waits for the
+    whole burst (StarvationPodGroup's scheduler missed its SIGTERM)."""
+    count, cost = 2000, 0.0002
+    fake = FakeApiClient(collections={NODES: []}, list_resource_version="5")
+    fake.watch_events[NODES] = [[{"type": "ADDED", "object": node(f"n{i}", str(10 + i))} for i in range(count)]]
+    handled = asyncio.Event()
+    calls_between_ticks = [0]
+
+    def slow_handler(kind: str, obj: Mapping[str, Any]) -> None:
+        until = time.perf_counter() + cost
+        while time.perf_counter() < until:
+            pass
+        calls_between_ticks[-1] += 1
+        if obj["metadata"]["name"] == f"n{count - 1}":
+            handled.set()
+
+    async def ticker() -> None:
+        while True:
+            calls_between_ticks.append(0)
+            await asyncio.sleep(0)
+
+    reflector = Reflector(fake, NODES, slow_handler)
+    await reflector.list()
+    ticking = asyncio.create_task(ticker())
+    watching = asyncio.create_task(reflector.watch_once())
+    try:
+        await asyncio.wait_for(handled.wait(), timeout=10)
+    finally:
+        for task in (watching, ticking):
+            task.cancel()
+        await asyncio.gather(watching, ticking, return_exceptions=True)
+    assert sum(calls_between_ticks) == count
+    assert max(calls_between_ticks) <= DISPATCH_SLICE_SECONDS / cost + 1
+    assert reflector.resource_version == str(10 + count - 1)
