@@ -307,9 +307,10 @@ def _outcome(row: Mapping[str, Any] | None) -> str:
 
 def block_bench_unmeasured(root: Path, args: Mapping[str, str]) -> str:
     """Every full-size workload whose latest run of ours measured nothing (it failed, or bound too
-    few pods for a throughput sample), beside kube-scheduler in the same run: the latest-pair table
-    cannot show these, and a failure must not drop out of sight behind an older pair. A failure of
-    ours, or ours without a sample where kube-scheduler had one, needs a note in behind.json."""
+    few pods for a throughput sample), or that no run measured beside kube-scheduler, with
+    kube-scheduler in the same run: the latest-pair table cannot show these, and a failure must not
+    drop out of sight behind an older pair. A failure of ours, or ours without a sample where
+    kube-scheduler had one, needs a note in behind.json."""
     notes_path = root / BENCH_NOTES
     notes: Mapping[str, Mapping[str, str]] = json.loads(notes_path.read_text()) if notes_path.exists() else {}
     match = _split(args.get("workloads", ""))
@@ -327,12 +328,17 @@ def block_bench_unmeasured(root: Path, args: Mapping[str, str]) -> str:
         "|---|---|---|---|---|---|",
     ]
     missing = []
+    full = _full_size(bench_files(root))
     for workload, (_, f, ours) in latest.items():
-        if not ours.get("error") and ours.get("throughput_avg") is not None:
-            continue
+        measured = not ours.get("error") and ours.get("throughput_avg") is not None
+        if measured and any(g.pair(workload) for g in full):
+            continue  # the latest-pair table has it
         kube = f.runs[workload].get("kube")
         kube_sampled = kube is not None and not kube.get("error") and kube.get("throughput_avg") is not None
-        where, step = "nothing to compare: no sample from either scheduler", ""
+        where = (
+            "no run beside kube-scheduler yet" if measured else "nothing to compare: no sample from either scheduler"
+        )
+        step = ""
         if ours.get("error") or kube_sampled:
             note = notes.get(workload) or notes.get(workload.split("/", maxsplit=1)[0])
             if note is None:

@@ -341,3 +341,13 @@ def test_runs_too_short_for_either_scheduler_are_listed_without_a_note(tmp_path:
         tmp_path, "2026-12-03-upstream-full", "2026-12-03T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
     )
     assert W not in _unmeasured(tmp_path)  # measured since
+
+
+def test_a_workload_ours_measured_without_kube_scheduler_is_listed(tmp_path: Path) -> None:
+    failed = {"workload": W, "scheduler": "ours", "commit": "c0ffee0", "error": "AssertionError: did not stop"}
+    _bench(tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [failed, _row(W, "kube", 30)])
+    _bench(tmp_path, "2026-12-02-upstream-full", "2026-12-02T10:00:00+00:00", [_row(W, "ours", 200)], "bbbbbbb")
+    assert _latest_rows(tmp_path) == []  # no run has both
+    (listed,) = [line for line in _unmeasured(tmp_path).splitlines() if line.startswith(f"| {W}")]
+    assert f"| {W} | 200 pods/s, 1.00 ms CPU/pod | not run |" in listed
+    assert "no run beside kube-scheduler yet" in listed
