@@ -17,9 +17,10 @@ retried with capped exponential backoff until the task is cancelled.
 A relist never holds the event loop, which the Lease renewal shares. It asks for pages of
 LIST_PAGE_SIZE objects (`limit`/`continue`, as client-go's pager) so that no one answer takes long
 to decode, and hands the objects to the handler in slices of at most DISPATCH_SLICE_SECONDS,
-yielding between slices; so does a watch read that brought a burst of events. Pages are asked for without a resourceVersion: the watch cache ignores
-`limit` for resourceVersion "0" (client-go's first list), and client-go lists unpaged when it names
-the last resourceVersion (its relists) — affordable there, where a goroutine of its own decodes.
+yielding between slices; so does a watch read that brought a burst of events. Pages are asked for
+without a resourceVersion: the watch cache ignores `limit` for resourceVersion "0" (client-go's
+first list), and client-go lists unpaged when it names the last resourceVersion (its relists) —
+affordable there, where a goroutine of its own decodes.
 A 1.37 apiserver serves these pages from its watch cache's snapshots, older ones from etcd.
 (kube-scheduler 1.37's client-go streams the list as a watch with sendInitialEvents instead,
 WatchListClient.) The handler hears of the list only once the last page has arrived, so a list that

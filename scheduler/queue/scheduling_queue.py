@@ -243,7 +243,8 @@ class PriorityQueue:
         self._group_members: dict[GroupKey, set[str]] = {}
         self._member_group: dict[str, GroupKey] = {}
         # Groups in a pod-group cycle -> members handed back (or newly arrived) meanwhile.
-        self._groups_in_flight: dict[GroupKey, list[QueuedPodInfo]] = {}
+        # Group -> its members handed back (or arrived) while its cycle runs, by uid, in that order.
+        self._groups_in_flight: dict[GroupKey, dict[str, QueuedPodInfo]] = {}
         self._update_gauges()
 
     # ---- sizes and lookups -------------------------------------------------------------
@@ -417,7 +418,7 @@ class PriorityQueue:
             held = self._groups_in_flight.get(key)
             if held is not None:
                 # Its group is being scheduled: it joins the group when the group is requeued.
-                held.append(info)
+                held[pod.uid] = info
                 return
         self._push_active(info, UNSCHEDULED_POD_ADD.label)
         self._update_gauges()
@@ -432,7 +433,7 @@ class PriorityQueue:
         """A member held for its in-flight group, if `uid` is one."""
         key = self._member_group.get(uid)
         held = self._groups_in_flight.get(key) if key is not None else None
-        return next((info for info in held if info.pod.uid == uid), None) if held else None
+        return held.get(uid) if held else None
 
     async def pop(self) -> QueuedPodInfo | None:
         """Wait for the next pod to try; None once the queue is closed."""
@@ -480,7 +481,7 @@ class PriorityQueue:
             self._in_flight[uid] = position
             members.append(member)
         members.sort(key=pod_group_member_order)
-        self._groups_in_flight[key] = []
+        self._groups_in_flight[key] = {}
         self._update_gauges()
         return QueuedPodGroupInfo(key, members)
 
@@ -488,10 +489,10 @@ class PriorityQueue:
         """The pod-group cycle ended: requeue the members it handed back and those that arrived
         meanwhile, together: straight to activeQ after a success (the rest of the group), else to
         the error backoffQ while backing off."""
-        held = self._groups_in_flight.pop(group.key, [])
+        held = self._groups_in_flight.pop(group.key, {})
         # Each member keeps the timestamp its own hand-back (or arrival) gave it, as kube's do: the
         # members' order (PodGroupMemberPodsOrderingFunc) then stays the one of this attempt.
-        for info in held:
+        for info in held.values():
             if succeeded:
                 self._push_active(info, SCHEDULE_ATTEMPT_FAILURE)
                 continue
@@ -536,7 +537,9 @@ class PriorityQueue:
             self._event_log_base += len(self._event_log)
             self._event_log.clear()
             return
-        oldest = min(self._in_flight.values())
+        # Entries are added with the log's position at the time and never re-set, so the first one
+        # is the oldest: no walk over a 10000-member group's entries on each member's hand-back.
+        oldest = next(iter(self._in_flight.values()))
         drop = oldest - self._event_log_base
         if drop > 0:
             del self._event_log[:drop]
@@ -559,8 +562,7 @@ class PriorityQueue:
         key = self._member_group.get(uid)
         held = self._groups_in_flight.get(key) if key is not None else None
         if held is not None:
-            if self._held(uid) is None:
-                held.append(info)
+            held.setdefault(uid, info)
             self._prune_event_log()
             return "pending"
         if self.get(uid) is not None:
@@ -790,7 +792,7 @@ class PriorityQueue:
                     del self._group_members[key]
             held = self._groups_in_flight.get(key)
             if held:
-                held[:] = [info for info in held if info.pod.uid != uid]
+                held.pop(uid, None)
         self._in_flight.pop(uid, None)
         self._prune_event_log()
         self._update_gauges()

@@ -400,3 +400,39 @@ def test_members_handed_back_or_arriving_in_flight_are_requeued_with_the_group(
     clock.t += 10
     group_queue.flush_backoff_completed()
     assert group_queue.pending()[ACTIVE_Q] == 2
+
+
+def test_a_big_groups_hand_back_keeps_the_event_log_to_what_the_oldest_in_flight_pod_needs(
+    group_queue: PriorityQueue, clock: FakeClock
+) -> None:
+    """A 3000-member group failing before scheduling hands every member back one by one: each
+    hand-back finds its member among the held ones and prunes the event log from the oldest
+    in-flight pod without walking the whole group (it was n^2: a 10000-member gang held the loop
+    for a minute). Interleaved pods, events and deletions keep the log exactly as long as the oldest
+    in-flight pod needs."""
+    members = [member(f"m{i:04}", "g") for i in range(3000)]
+    for p in members:
+        group_queue.add(p)
+    head = group_queue.pop_nowait()
+    assert head is not None
+    group = group_queue.take_group(head)
+    assert group is not None and len(group.members) == 3000
+
+    def needed_from() -> int | None:
+        starts = list(group_queue._in_flight.values())
+        return min(starts) if starts else None
+
+    for i, info in enumerate(group.members):
+        if i % 500 == 0:
+            group_queue.add(pod(f"solo{i}"))
+            solo = group_queue.pop_nowait()
+            assert solo is not None and solo.pod.name == f"solo{i}"
+            group_queue.move_all_to_active_or_backoff(NODE_ADD)
+        if i % 700 == 1:
+            group_queue.delete(info.pod.uid)
+            continue
+        assert group_queue.add_unschedulable_if_not_present(info) == "pending"
+        oldest = needed_from()
+        assert oldest is None or group_queue._event_log_base == oldest
+    group_queue.add_attempted_group(group, succeeded=False)
+    assert group_queue.pending()[BACKOFF_Q] == 3000 - 5
