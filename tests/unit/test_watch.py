@@ -106,36 +106,46 @@ async def test_a_list_that_fails_half_way_tells_the_handler_nothing() -> None:
     assert ("DELETED", "n0") in seen.events
 
 
+class SlowHandler:
+    """A handler that works `cost` seconds per object, and a ticker task counting how many calls
+    run between two turns of the event loop (`between`: one count per turn)."""
+
+    def __init__(self, cost: float) -> None:
+        self.cost = cost
+        self.between = [0]
+        self.last: str | None = None
+
+    def __call__(self, kind: str, obj: Mapping[str, Any]) -> None:
+        until = time.perf_counter() + self.cost
+        while time.perf_counter() < until:
+            pass
+        self.between[-1] += 1
+        self.last = obj["metadata"]["name"]
+
+    async def tick(self) -> None:
+        while True:
+            self.between.append(0)
+            await asyncio.sleep(0)
+
+
 async def test_a_large_page_is_handed_over_in_slices_that_let_other_tasks_run() -> None:
     """A page the server did not cut (or a full list after an expired token) must not hold the loop
     either: the handler's work is cut into slices of DISPATCH_SLICE_SECONDS."""
     count, cost = 2000, 0.0002
     fake = fake_with(count)
-    calls_between_ticks = [0]
-
-    def slow_handler(kind: str, obj: Mapping[str, Any]) -> None:
-        until = time.perf_counter() + cost
-        while time.perf_counter() < until:
-            pass
-        calls_between_ticks[-1] += 1
-
-    async def ticker() -> None:
-        while True:
-            calls_between_ticks.append(0)
-            await asyncio.sleep(0)
-
-    reflector = Reflector(fake, NODES, slow_handler, page_size=count)
-    ticking = asyncio.create_task(ticker())
+    handler = SlowHandler(cost)
+    reflector = Reflector(fake, NODES, handler, page_size=count)
+    ticking = asyncio.create_task(handler.tick())
     try:
         await reflector.list()
     finally:
         ticking.cancel()
         await asyncio.gather(ticking, return_exceptions=True)
     assert len(fake.reads) == 1
-    assert sum(calls_between_ticks) == count
+    assert sum(handler.between) == count
     # 0.4 s of handler work; no stretch longer than a slice (plus the call that crosses its end).
-    assert max(calls_between_ticks) <= DISPATCH_SLICE_SECONDS / cost + 1
-    assert len(calls_between_ticks) >= count * cost / DISPATCH_SLICE_SECONDS
+    assert max(handler.between) <= DISPATCH_SLICE_SECONDS / cost + 1
+    assert len(handler.between) >= count * cost / DISPATCH_SLICE_SECONDS
 
 
 async def test_a_watch_that_expires_relists_in_pages() -> None:
@@ -167,32 +177,19 @@ async def test_a_burst_of_watch_events_is_handed_over_in_slices_that_let_other_t
     count, cost = 2000, 0.0002
     fake = FakeApiClient(collections={NODES: []}, list_resource_version="5")
     fake.watch_events[NODES] = [[{"type": "ADDED", "object": node(f"n{i}", str(10 + i))} for i in range(count)]]
-    handled = asyncio.Event()
-    calls_between_ticks = [0]
-
-    def slow_handler(kind: str, obj: Mapping[str, Any]) -> None:
-        until = time.perf_counter() + cost
-        while time.perf_counter() < until:
-            pass
-        calls_between_ticks[-1] += 1
-        if obj["metadata"]["name"] == f"n{count - 1}":
-            handled.set()
-
-    async def ticker() -> None:
-        while True:
-            calls_between_ticks.append(0)
-            await asyncio.sleep(0)
-
-    reflector = Reflector(fake, NODES, slow_handler)
+    handler = SlowHandler(cost)
+    reflector = Reflector(fake, NODES, handler)
     await reflector.list()
-    ticking = asyncio.create_task(ticker())
+    ticking = asyncio.create_task(handler.tick())
     watching = asyncio.create_task(reflector.watch_once())
     try:
-        await asyncio.wait_for(handled.wait(), timeout=10)
+        async with asyncio.timeout(10):
+            while handler.last != f"n{count - 1}":  # noqa: ASYNC110 - the ticker must run too
+                await asyncio.sleep(0.01)
     finally:
         for task in (watching, ticking):
             task.cancel()
         await asyncio.gather(watching, ticking, return_exceptions=True)
-    assert sum(calls_between_ticks) == count
-    assert max(calls_between_ticks) <= DISPATCH_SLICE_SECONDS / cost + 1
+    assert sum(handler.between) == count
+    assert max(handler.between) <= DISPATCH_SLICE_SECONDS / cost + 1
     assert reflector.resource_version == str(10 + count - 1)
