@@ -315,7 +315,8 @@ def block_bench_unmeasured(root: Path, args: Mapping[str, str]) -> str:
     notes: Mapping[str, Mapping[str, str]] = json.loads(notes_path.read_text()) if notes_path.exists() else {}
     match = _split(args.get("workloads", ""))
     latest: dict[str, tuple[datetime.datetime, BenchFile, Mapping[str, Any]]] = {}
-    for f in _full_size(bench_files(root)):
+    full = _full_size(bench_files(root))
+    for f in full:
         for workload, rows in f.runs.items():
             ours = rows.get("ours")
             if ours is None or "@" in workload or (match and workload.split("/")[0] not in match):
@@ -328,7 +329,6 @@ def block_bench_unmeasured(root: Path, args: Mapping[str, str]) -> str:
         "|---|---|---|---|---|---|",
     ]
     missing = []
-    full = _full_size(bench_files(root))
     for workload, (_, f, ours) in latest.items():
         measured = not ours.get("error") and ours.get("throughput_avg") is not None
         if measured and any(g.pair(workload) for g in full):

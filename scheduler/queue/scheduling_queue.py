@@ -307,13 +307,7 @@ class PriorityQueue:
 
     def _push_active(self, info: QueuedPodInfo, event: str) -> bool:
         """Run PreEnqueue; gated pods go to the unschedulable pool instead. Returns True if active."""
-        profile = self._profile(info.pod)
-        status = profile.pre_enqueue(info.pod)
-        if status is not None:
-            self._gate(info, status, event)
-            return False
-        self._enter_active(info, profile, event)
-        return True
+        return self._requeue(info, event, Strategy.IMMEDIATELY) == ACTIVE_Q
 
     def _enter_active(self, info: QueuedPodInfo, profile: QueueProfile, event: str) -> None:
         """Into activeQ, PreEnqueue passed."""
