@@ -40,7 +40,6 @@ import structlog
 from scheduler import metrics
 from scheduler.api.client import ApiClient
 from scheduler.api.events import WARNING, EventRecorder
-from scheduler.api.watch import Pacer
 from scheduler.cache import Cache, PlacementNodes, Snapshot
 from scheduler.features import TOPOLOGY_AWARE_WORKLOAD_SCHEDULING
 from scheduler.framework.podgroups import POD_GROUP_API, GroupKey, PodGroupState
@@ -69,6 +68,7 @@ from scheduler.model.podgroups import (
     set_status_condition,
 )
 from scheduler.nominator import Nominator
+from scheduler.pacing import Pacer
 from scheduler.queue import PriorityQueue
 
 log = structlog.get_logger("scheduler")

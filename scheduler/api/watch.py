@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,6 +41,7 @@ import structlog
 
 from scheduler import codec
 from scheduler.api.client import ApiError, ListWatchClient
+from scheduler.pacing import Pacer
 
 log = structlog.get_logger("watch")
 
@@ -56,20 +56,6 @@ LIST_PAGE_SIZE = 500
 # The longest stretch a relist hands objects to the handler before it lets other tasks (the Lease
 # renewal, the scheduling loop, other watches) run.
 DISPATCH_SLICE_SECONDS = 0.005
-
-
-class Pacer:
-    """Bounded slices of synchronous work on the event loop: pace() after each unit of work yields
-    to the loop once `budget` seconds have run since the last yield."""
-
-    def __init__(self, budget: float = DISPATCH_SLICE_SECONDS) -> None:
-        self.budget = budget
-        self._since = time.perf_counter()
-
-    async def pace(self) -> None:
-        if time.perf_counter() - self._since >= self.budget:
-            await asyncio.sleep(0)
-            self._since = time.perf_counter()
 
 
 class Reflector:
@@ -99,7 +85,7 @@ class Reflector:
         """(Re)list: ADDED for every object, DELETED for known objects no longer there."""
         items, resource_version = await self._list_pages()
         self.relists += 1
-        pacer = Pacer()
+        pacer = Pacer(DISPATCH_SLICE_SECONDS)
         seen: dict[str, Mapping[str, Any]] = {}
         for item in items:
             uid = (item.get("metadata") or {}).get("uid", "")
@@ -166,7 +152,7 @@ class Reflector:
         buffer = b""
         # A burst of events (a read that brought hundreds) is handed over in slices too: each
         # handler may be costly (a bound pod's event runs hints over the waiting pods).
-        pacer = Pacer()
+        pacer = Pacer(DISPATCH_SLICE_SECONDS)
         # aclosing: leaving the loop early (a relist) must close the response now, not at garbage collection.
         async with contextlib.aclosing(
             self.client.stream("GET", f"{self.path}{self._sep()}{query}", self.read_timeout)

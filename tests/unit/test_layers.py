@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("framework", ("scheduler.framework",)),
     ("api", ("scheduler.api",)),
     ("model", ("scheduler.model",)),
-    ("base", ("scheduler.metrics", "scheduler.logs", "scheduler.codec", "scheduler")),
+    ("base", ("scheduler.metrics", "scheduler.logs", "scheduler.codec", "scheduler.pacing", "scheduler")),
 )
 HARNESS = ("harness",)
 RUNTIME_PACKAGES = ("scheduler", "plugins")
