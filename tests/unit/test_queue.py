@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -436,3 +437,75 @@ def test_a_big_groups_hand_back_keeps_the_event_log_to_what_the_oldest_in_flight
         assert oldest is None or group_queue._event_log_base == oldest
     group_queue.add_attempted_group(group, succeeded=False)
     assert group_queue.pending()[BACKOFF_Q] == 3000 - 5
+
+
+class _ComparedUid(str):
+    """A pod uid that counts the == comparisons made with it: finding a member by scanning the
+    members held for its group compares uids, a lookup by uid in a dict does not (same object)."""
+
+    tally: list[int]
+
+    def __eq__(self, other: object) -> bool:
+        self.tally[0] += 1
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+class _VisitedPositions(dict[str, int]):
+    """The queue's in-flight entries (uid -> event log position when popped), counting how many
+    positions are read through values(): pruning the event log reads them to find the oldest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.visited = 0
+
+    def values(self) -> Iterator[int]:  # type: ignore[override]
+        for position in super().values():
+            self.visited += 1
+            yield position
+
+
+def _hand_back_work(monkeypatch: pytest.MonkeyPatch, size: int) -> tuple[int, int]:
+    """A `size`-member group taken and handed back member by member: (uid comparisons, in-flight
+    positions read)."""
+    clock = FakeClock()
+    profile = QueueProfile(less=PrioritySort().less, pre_enqueue=SchedulingGates().pre_enqueue, events={})
+    queue = PriorityQueue({"s": profile}, clock=clock, group_of=scheduling_group_key)
+    positions = _VisitedPositions()
+    monkeypatch.setattr(queue, "_in_flight", positions)  # still a dict, read through a counting values()
+    tally = [0]
+    for i in range(size):
+        raw = member(f"m{i:05}", "g").raw
+        uid = _ComparedUid(f"m{i:05}")
+        uid.tally = tally
+        queue.add(Pod.from_raw({**raw, "metadata": {**raw["metadata"], "uid": uid}}))
+    head = queue.pop_nowait()
+    assert head is not None
+    group = queue.take_group(head)
+    assert group is not None and len(group.members) == size
+    tally[0] = 0
+    positions.visited = 0
+    for info in group.members:
+        assert queue.add_unschedulable_if_not_present(info) == "pending"
+    queue.add_attempted_group(group, succeeded=False)
+    assert queue.pending()[BACKOFF_Q] == size
+    return tally[0], positions.visited
+
+
+def test_a_groups_hand_back_does_work_linear_in_its_members(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards 0f40cdf by counting work, not time: a group failing before scheduling hands every
+    member back one by one, and each hand-back must cost about the same however big the group.
+    Before it, each hand-back scanned the members already held (a list, uid by uid) and pruned the
+    event log with min() over every in-flight entry, so the whole hand-back was n^2 (py-spy of
+    StarvationPodGroup: 67 % of the CPU there, a 10000-member gang held the loop for a minute).
+    Counted: uid comparisons, and in-flight positions read, for groups of n and 2n members."""
+    small, large = 400, 800
+    at_small, at_large = _hand_back_work(monkeypatch, small), _hand_back_work(monkeypatch, large)
+    for what, n, twice_n in zip(("uid comparisons", "in-flight positions read"), at_small, at_large, strict=True):
+        # A few per member at most (the quadratic forms did ~n/2 per member: 200 and 400 here), and
+        # twice the members about twice the work (four times for the quadratic forms).
+        assert n <= 3 * small and twice_n <= 3 * large and twice_n <= 2.5 * max(n, 1), (what, n, twice_n)
