@@ -382,7 +382,7 @@ async def test_retried_gang_tries_its_members_in_the_order_of_the_failed_attempt
 
 @pytest.mark.parametrize("seed", range(4))
 async def test_topology_constrained_gang_prefers_the_fuller_domain(seed: int) -> None:
-    """gang-topology-min-count-below-size: both zones hold both members, so PodGroupPodsCount ties;
+    """gang-topology-fuller-zone: both zones hold both members, so PodGroupPodsCount ties;
     NodeResourcesFit's PlacementScore (MostAllocated over the zone) gives zone b 38 and zone a 25, as
     kube-scheduler v1.37.2 logged on the same cluster, so the gang lands in b whatever the tie-break."""
     sched, informers, client = setup(TAS)
@@ -412,7 +412,7 @@ async def test_pod_group_condition_is_written_before_the_members_bind() -> None:
 
 
 async def test_scheduled_pod_group_does_not_regress_before_the_informer_shows_it() -> None:
-    """gang-topology-min-count-below-size: the member left over was retried 16 ms after its group
+    """gang-topology-min-count-below-size (its 3-CPU version): the member left over was retried 16 ms after its group
     bound, before the watch brought back the True condition, and its failure wrote False over it.
     kube writes the condition synchronously, so its informer has it by then; here the cycle keeps
     what it wrote (the fake never echoes it, as a slow watch would not yet)."""

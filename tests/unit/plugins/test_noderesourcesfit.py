@@ -1275,8 +1275,9 @@ def _gpu(cpu: str, memory: str, gpu: str) -> dict[str, str]:
             [req(_gpu("1000m", "0", "1"), node="node1", name="baz")],
             25,
         ),
-        # kube-scheduler v1.37.2's log on gang-topology-min-count-below-size (2026-12-02): two 3-CPU
-        # members without memory requests (200Mi each by default) on three or two 4-CPU 16Gi nodes.
+        # kube-scheduler v1.37.2's log on gang-topology-min-count-below-size's 3-CPU version
+        # (2026-12-02), gang-topology-fuller-zone's shape: two 3-CPU members without memory requests
+        # (200Mi each by default) on three or two 4-CPU 16Gi nodes.
         (
             "zone of three nodes",
             CPU_MEM,
