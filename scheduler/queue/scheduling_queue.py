@@ -305,10 +305,6 @@ class PriorityQueue:
             self._waiting.remove(uid)
         return info
 
-    def _push_active(self, info: QueuedPodInfo, event: str) -> bool:
-        """Run PreEnqueue; gated pods go to the unschedulable pool instead. Returns True if active."""
-        return self._requeue(info, event, Strategy.IMMEDIATELY) == ACTIVE_Q
-
     def _enter_active(self, info: QueuedPodInfo, profile: QueueProfile, event: str) -> None:
         """Into activeQ, PreEnqueue passed."""
         info.gated = False
@@ -414,7 +410,7 @@ class PriorityQueue:
                 # Its group is being scheduled: it joins the group when the group is requeued.
                 held[pod.uid] = info
                 return
-        self._push_active(info, UNSCHEDULED_POD_ADD.label)
+        self._requeue(info, UNSCHEDULED_POD_ADD.label, Strategy.IMMEDIATELY)
         self._update_gauges()
 
     def _sign(self, info: QueuedPodInfo) -> None:
@@ -488,7 +484,7 @@ class PriorityQueue:
         # members' order (PodGroupMemberPodsOrderingFunc) then stays the one of this attempt.
         for info in held.values():
             if succeeded:
-                self._push_active(info, SCHEDULE_ATTEMPT_FAILURE)
+                self._requeue(info, SCHEDULE_ATTEMPT_FAILURE, Strategy.IMMEDIATELY)
                 continue
             # kube 1.37 records no rejector plugins on a pod-group entity, so a failed group waits its
             # backoff out in full (the error backoffQ), never popped early by an idle queue.
@@ -700,7 +696,7 @@ class PriorityQueue:
                     break
                 heapq.heappop(heap)
                 del self._backoff_items[head.info.pod.uid]
-                self._push_active(head.info, BACKOFF_COMPLETE)
+                self._requeue(head.info, BACKOFF_COMPLETE, Strategy.IMMEDIATELY)
                 moved += 1
         if moved:
             self._update_gauges()
@@ -805,7 +801,7 @@ class PriorityQueue:
             item = self._backoff_items.pop(uid, None)
             if item is not None:
                 item.removed = True
-                self._push_active(item.info, FORCE_ACTIVATE.label)
+                self._requeue(item.info, FORCE_ACTIVATE.label, Strategy.IMMEDIATELY)
         self._update_gauges()
 
     # ---- what the metrics read at scrape time --------------------------------------------
