@@ -495,7 +495,9 @@ class DynamicResources:
                 ),
                 NAME,
             )
-        for (index, claim), allocation in zip(to_allocate, found.results, strict=True):
+        for (index, claim), shared in zip(to_allocate, found.results, strict=True):
+            # The allocator may give the same result to later cycles (outcomes it reuses): ours to change.
+            allocation = copy.deepcopy(dict(shared))
             data.infos[index].allocation = allocation
             if data.claims.is_extended(index) and found.extended_claim is not None:
                 claim = found.extended_claim

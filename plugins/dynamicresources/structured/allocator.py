@@ -16,6 +16,7 @@ resource.k8s.io/v1 dicts in and persists the AllocationResult dicts it gets back
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from scheduler.model.objects import Node
 
 from . import capacity as cap
 from .constraints import Constraint, DistinctAttribute, MatchAttribute
-from .pools import Pool, PoolID, gather_pools, node_matches, pool_id
+from .pools import Pool, PoolID, gather_pools, node_matches
 from .types import (
     ALLOCATION_RESULTS_MAX_SIZE,
     SUPPORTED_FEATURES,
@@ -122,7 +123,7 @@ class _CounterFloor:
 class _Candidate:
     """One device of a usable pool as the search meets it; `index` is its place in search order."""
 
-    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice", "verdicts")
+    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "shareable", "slice", "verdicts")
 
     def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
         self.index = index
@@ -131,6 +132,7 @@ class _Candidate:
         self.slice = slice_
         self.pool = pool
         self.has_capacity = bool(device.get("capacity"))
+        self.shareable = bool(device.get("allowMultipleAllocations"))
         self._cel_device: CELDevice | None = None
         # Selector expression -> its verdict on this device (True, False or the CELError): a
         # pure function of the two, kept as long as the candidate is (see NodeDevicesCache).
@@ -183,6 +185,8 @@ class NodeDevicesCache:
         self.nodes: dict[str, tuple[Node, list[Pool], list[_Candidate]]] = {}
         # Node name -> its candidates (the list above) and their counter floors (_Run._counter_floors).
         self.floors: dict[str, tuple[list[_Candidate], list[_CounterFloor]]] = {}
+        # Node name -> the last search's outcome there, with what it depended on (Allocator.allocate).
+        self.outcomes: dict[str, _Outcome] = {}
 
     def use(self, slices: Sequence[Raw], features: Features) -> None:
         """Start over unless these are the slices and features of the last call."""
@@ -192,6 +196,7 @@ class NodeDevicesCache:
         self._key = (slices, features)  # holds the list: its identity cannot be reused meanwhile
         self.nodes = {}
         self.floors = {}
+        self.outcomes = {}
         self.slices_on_node = {}
         self.slices_shared = []
         for slice_ in slices:
@@ -200,6 +205,20 @@ class NodeDevicesCache:
                 self.slices_on_node.setdefault(node_name, []).append(slice_)
             else:
                 self.slices_shared.append(slice_)
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """One node's search outcome and every input it depended on besides the node's devices
+    (`candidates`, gathered for `node`) and what NodeDevicesCache.use keys on: the claims' specs
+    and their classes (`key[0]`, `key[1]`, the classes held here so their ids stay theirs) and
+    what is taken of those devices (`key[2]`)."""
+
+    node: Node
+    candidates: list[_Candidate]
+    classes: tuple[Raw | None, ...]
+    key: tuple[Any, ...]
+    result: list[dict[str, Any]] | None
 
 
 @dataclass(slots=True)
@@ -224,9 +243,11 @@ class _MaxSizeExceeded(Exception):
 
 @dataclass(slots=True)
 class Stats:
-    """How much searching the allocator did (kube's NumAllocateOneInvocations)."""
+    """How much searching the allocator did (kube's NumAllocateOneInvocations), and how many
+    nodes' outcomes came from an earlier cycle's search instead (`outcomes_reused`)."""
 
     allocate_one_invocations: int = 0
+    outcomes_reused: int = 0
 
 
 def _taint_tolerated(taint: Raw, tolerations: Sequence[Raw]) -> bool:
@@ -294,15 +315,122 @@ class Allocator:
         # The search gives up a request early once shared counters cannot cover it (_Run.
         # _counters_run_out); False searches every combination as kube's does (the tests' reference).
         self.prune_by_counters = True
+        # A node's outcome is reused while nothing it depended on changed (_outcome_key); False
+        # searches every node in every cycle as kube's does (the tests' reference).
+        self.reuse_outcomes = True
+        self._shared_devices: set[DeviceID] | None = None
+        # id(claim) -> the claim (held, so the id stays its own), its spec as a key, its class names.
+        self._claim_keys: dict[int, tuple[Raw, str, tuple[str, ...]]] = {}
 
     def allocate(self, node: Node, claims: Sequence[Raw], deadline: float | None = None) -> list[dict[str, Any]] | None:
         """One v1 AllocationResult dict per claim, in order, or None when they do not fit.
 
         Raises AllocatorError (claim-level, kube's message), FailedAllocationOnNodeError (this node
         only) or AllocationTimeoutError once time.monotonic() passes `deadline`.
+
+        The same claims (by spec) on a node whose devices, and what is taken of them, have not
+        changed since the last search there get that search's outcome again, the same objects:
+        results are read-only for the caller. In a steady cluster most nodes are such nodes in
+        every cycle, and a search (partitions, backtracking) costs far more than the check.
         """
-        run = _Run(self, node, list(claims), deadline)
-        return run.allocate()
+        claims = list(claims)
+        cache = self.cache
+        key: tuple[Any, ...] | None = None
+        classes: tuple[Raw | None, ...] = ()
+        if self.reuse_outcomes:
+            gathered = cache.nodes.get(node.name)
+            if gathered is not None and gathered[0] is node:
+                key, classes = self._outcome_key(gathered[1], gathered[2], claims)
+                outcome = cache.outcomes.get(node.name)
+                if (
+                    key is not None
+                    and outcome is not None
+                    and outcome.node is node
+                    and outcome.candidates is gathered[2]
+                    and outcome.key == key
+                ):
+                    self.stats.outcomes_reused += 1
+                    return outcome.result
+        run = _Run(self, node, claims, deadline)
+        result = run.allocate()
+        if self.reuse_outcomes:
+            if key is None:
+                key, classes = self._outcome_key(run.pools, run.candidates, claims)
+            if key is not None:
+                if len(cache.outcomes) >= _CACHED_NODES:
+                    cache.outcomes.clear()
+                cache.outcomes[node.name] = _Outcome(node, run.candidates, classes, key, result)
+        return result
+
+    def _outcome_key(
+        self, pools: Sequence[Pool], candidates: Sequence[_Candidate], claims: Sequence[Raw]
+    ) -> tuple[tuple[Any, ...] | None, tuple[Raw | None, ...]]:
+        """What a search on these devices depends on besides them: the claims' specs, their
+        classes (by identity: a changed class is a new object) and, per device, whether it is
+        taken, the capacity its shares consume and the counters left in its pool. None where a
+        result cannot be given twice: a device that may be shared gets a fresh share id each time."""
+        features = self.features
+        if features.consumable_capacity and any(candidate.shareable for candidate in candidates):
+            return None, ()
+        specs = []
+        class_names: list[str] = []
+        for claim in claims:
+            entry = self._claim_keys.get(id(claim))
+            if entry is None or entry[0] is not claim:
+                entry = (claim, json.dumps(claim.get("spec"), sort_keys=True, default=str), _class_names(claim))
+                self._claim_keys[id(claim)] = entry
+            specs.append(entry[1])
+            class_names.extend(entry[2])
+        classes = tuple(self.classes.get(name) for name in class_names)
+        state = self.allocated_state
+        taken = state.devices
+        held: tuple[Any, ...] = tuple([candidate.id in taken for candidate in candidates])
+        if state.aggregated_capacity:
+            consumed = state.aggregated_capacity
+            held += tuple(consumed.get(candidate.id) for candidate in candidates)
+        if features.partitionable_devices:
+            allocated = self._allocated_anyhow
+            for pool in pools:
+                if pool.consumers and not (pool.incomplete or pool.invalid):
+                    held += tuple([allocated(device_id) for device_id, _ in pool.consumers])
+        return (tuple(specs), tuple(map(id, classes)), held), classes
+
+    def _allocated_anyhow(self, device_id: DeviceID) -> bool:
+        """AllocatedState.is_device_allocated, with the shares' devices gathered once."""
+        state = self.allocated_state
+        if self._shared_devices is None:
+            self._shared_devices = {shared.device_id for shared in state.shared_device_ids}
+        return device_id in state.devices or device_id in self._shared_devices or device_id in state.aggregated_capacity
+
+    def counters_left(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
+        """The pool's shared counters less what its allocated devices consume (may be negative:
+        then the pool is in `overdrawn_pools`); computed once per allocator."""
+        cached = self.available_counters.get(pool.id)
+        if cached is not None:
+            return cached
+        available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+        allocated = self._allocated_anyhow
+        for device_id, takes in pool.consumers:
+            if allocated(device_id):
+                for set_name, name, value in takes:
+                    counter_set = available.get(set_name)
+                    if counter_set is not None and name in counter_set:
+                        counter_set[name] -= value
+        self.available_counters[pool.id] = available
+        if any(value < 0 for counters in available.values() for value in counters.values()):
+            self.overdrawn_pools.add(pool.id)
+        return available
+
+
+def _class_names(claim: Raw) -> tuple[str, ...]:
+    names: list[str] = []
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+        exactly = request.get("exactly")
+        if exactly is not None:
+            names.append(str(exactly.get("deviceClassName") or ""))
+        for sub in request.get("firstAvailable") or ():
+            names.append(str(sub.get("deviceClassName") or ""))
+    return tuple(names)
 
 
 class _Run:
@@ -501,11 +629,6 @@ class _Run:
         return data
 
     # ---- the search ----------------------------------------------------------------------
-
-    @staticmethod
-    def _device_id(slice_: Raw, device: Raw) -> DeviceID:
-        driver, pool = pool_id(slice_)
-        return DeviceID(driver, pool, str(device.get("name") or ""))
 
     def _tick(self) -> None:
         stats = self.a.stats
@@ -890,24 +1013,7 @@ class _Run:
 
     def _available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
         cached = self.a.available_counters.get(pool.id)
-        if cached is not None:
-            return cached
-        available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-        state = self.a.allocated_state
-        for slice_ in (*pool.device_slices, *pool.device_slices_not_targeting_node):
-            for device in (slice_.get("spec") or {}).get("devices") or ():
-                if not state.is_device_allocated(self._device_id(slice_, device)):
-                    continue
-                for consumption in device.get("consumesCounters") or ():
-                    counter_set = available.get(str(consumption.get("counterSet") or ""), {})
-                    for name, counter in (consumption.get("counters") or {}).items():
-                        if name in counter_set:
-                            # May go negative: then nothing is left.
-                            counter_set[name] -= cap.amount((counter or {}).get("value", "0")).value
-        self.a.available_counters[pool.id] = available
-        if any(value < 0 for counters in available.values() for value in counters.values()):
-            self.a.overdrawn_pools.add(pool.id)
-        return available
+        return cached if cached is not None else self.a.counters_left(pool)
 
     def _consumption(self, candidate: _Candidate) -> tuple[tuple[str, str, Decimal], ...]:
         """The device's counter consumption as (counter set, counter, amount), parsed once a run."""

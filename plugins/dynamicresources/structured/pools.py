@@ -20,7 +20,7 @@ from scheduler.model.objects import Node
 from scheduler.model.selectors import parse_node_selector
 
 from .capacity import CapacityError, amount
-from .types import AllocatorError, Features
+from .types import AllocatorError, DeviceID, Features
 
 Raw = Mapping[str, Any]
 
@@ -89,6 +89,9 @@ class Pool:
     device_slices_not_targeting_node: list[Raw] = field(default_factory=list)
     # Counter set name -> counter name -> exact value.
     counter_sets: dict[str, dict[str, Decimal]] = field(default_factory=dict)
+    # Every device of the pool's slices (the node's and the others) that consumes its counters,
+    # with what it consumes as (counter set, counter, exact value).
+    consumers: tuple[tuple[DeviceID, tuple[tuple[str, str, Decimal], ...]], ...] = ()
 
     def has_binding_conditions(self) -> bool:
         return any(
@@ -223,11 +226,26 @@ def _build_pool(pid: PoolID, pool_slices: list[Raw], features: Features, all_for
         reason = _counter_consumption_problem(counter_sets, slices)
         if reason:
             return Pool(pid, invalid=True, invalid_reason=reason)
+    consumers: list[tuple[DeviceID, tuple[tuple[str, str, Decimal], ...]]] = []
+    for slice_ in (*device_slices, *others):
+        for device in _spec(slice_).get("devices") or ():
+            name = str(device.get("name") or "")
+            try:
+                takes = tuple(
+                    (str(consumption.get("counterSet") or ""), counter, amount((value or {}).get("value", "0")).value)
+                    for consumption in device.get("consumesCounters") or ()
+                    for counter, value in (consumption.get("counters") or {}).items()
+                )
+            except CapacityError as exc:
+                return Pool(pid, invalid=True, invalid_reason=f"slice {_name(slice_)}, device {name}: {exc}")
+            if takes:
+                consumers.append((DeviceID(pid.driver, pid.pool, name), takes))
     return Pool(
         pid,
         device_slices=device_slices,
         device_slices_not_targeting_node=others,
         counter_sets=counter_sets,
+        consumers=tuple(consumers),
     )
 
 
