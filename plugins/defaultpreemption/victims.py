@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from scheduler.framework.interface import PreemptionFramework
 from scheduler.framework.types import CycleState, NodeInfo, Status
@@ -33,10 +32,8 @@ class NodeVictims:
 
 def start_time(pod: Pod) -> float:
     """status.startTime; a pod that has not started yet counts as starting now (as upstream)."""
-    value = (pod.raw.get("status") or {}).get("startTime")
-    if not value:
-        return time.time()
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    started = pod.started
+    return time.time() if started is None else started
 
 
 def importance(pod: Pod) -> tuple[int, float]:
@@ -100,13 +97,17 @@ def select_victims_on_node(
     if not potential:
         return None, Status.unresolvable(NO_VICTIMS)
 
+    # Without a PreFilter extension in this cycle (no inter-pod affinity or spread constraints to
+    # follow) a victim's removal or return changes the node alone.
+    extended = fw.has_pre_filter_extensions(state)
+
     def remove(pod: Pod) -> Status | None:
         node_info.remove_pod(pod)
-        return fw.run_pre_filter_remove_pod(state, preemptor, pod, node_info)
+        return fw.run_pre_filter_remove_pod(state, preemptor, pod, node_info) if extended else None
 
     def add(pod: Pod) -> Status | None:
         node_info.add_pod(pod)
-        return fw.run_pre_filter_add_pod(state, preemptor, pod, node_info)
+        return fw.run_pre_filter_add_pod(state, preemptor, pod, node_info) if extended else None
 
     for pod in potential:
         if (status := remove(pod)) is not None:

@@ -91,6 +91,7 @@ class PreemptionFramework(Protocol):
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: Pod, pod_to_remove: Pod, node_info: NodeInfo
     ) -> Status | None: ...
+    def has_pre_filter_extensions(self, state: CycleState) -> bool: ...
 
 
 class EventSink(Protocol):

@@ -162,6 +162,17 @@ def _beyond_int64(field_name: str, value: object, resource: str) -> str:
     return f"{field_name}: {value} is beyond {_int64_unit(resource)}"
 
 
+def _start_time(raw: Raw) -> float | None:
+    """status.startTime, None when absent (or, should one slip through, not a timestamp)."""
+    value = (raw.get("status") or {}).get("startTime")
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def _timestamp(value: str | None) -> float:
     if not value:
         return 0.0
@@ -206,6 +217,12 @@ class Pod:
     # Every (hostIP, protocol, hostPort) its long-running containers (and sidecars) bind on the
     # node, defaults filled in (0.0.0.0, TCP): NodePorts and the node's used ports read them.
     host_ports: tuple[HostPort, ...] = field(default=(), repr=False, compare=False, hash=False)
+    # Any pod affinity or anti-affinity (required or preferred), and required anti-affinity: a
+    # node's pod lists by affinity follow them on every add and remove, preemption's dry runs too.
+    has_pod_affinity: bool = field(default=False, repr=False, compare=False, hash=False)
+    has_required_anti_affinity: bool = field(default=False, repr=False, compare=False, hash=False)
+    # status.startTime as a timestamp, None before the pod started (preemption orders victims by it).
+    started: float | None = field(default=None, repr=False, compare=False, hash=False)
 
     @property
     def fit_requests(self) -> Resource:
@@ -233,17 +250,6 @@ class Pod:
         return spec
 
     @property
-    def has_pod_affinity(self) -> bool:
-        """Any pod affinity or anti-affinity (required or preferred)."""
-        affinity = self.spec.get("affinity") or {}
-        return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
-
-    @property
-    def has_required_anti_affinity(self) -> bool:
-        anti = (self.spec.get("affinity") or {}).get("podAntiAffinity") or {}
-        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
-
-    @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
@@ -256,6 +262,9 @@ class Pod:
         priority = spec.get("priority")
         if priority is not None and not isinstance(priority, int):
             raise InvalidObject(f"{key}: spec.priority: {priority!r} is not an integer")
+        affinity = spec.get("affinity") or {}
+        anti_affinity = affinity.get("podAntiAffinity")
+        required_anti = (anti_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
         return cls(
             uid=meta.get("uid", ""),
             namespace=meta.get("namespace", ""),
@@ -279,6 +288,9 @@ class Pod:
             fit_out_of_range=f"{key}: {fit_out_of_range}" if fit_out_of_range else "",
             tolerations=tuple(Toleration.from_raw(t) for t in spec.get("tolerations") or ()),
             host_ports=_host_ports(spec),
+            has_pod_affinity=affinity.get("podAffinity") is not None or anti_affinity is not None,
+            has_required_anti_affinity=bool(required_anti),
+            started=_start_time(raw),
         )
 
 
