@@ -13,6 +13,7 @@ from scheduler import metrics
 from scheduler.api.client import ApiError
 from scheduler.api.fake import FakeApiClient
 from scheduler.informers import Informers
+from scheduler.model.objects import Pod
 from scheduler.schedule_one import Scheduler
 from tests.unit.test_schedule_one import NAME, raw_node, raw_pod, run_queue, setup
 
@@ -471,3 +472,53 @@ def test_eviction_refusal_names_the_pdb() -> None:
         "ns/protect-low"
     )
     assert blocking_pdb("ns", "something else") == "something else"
+
+
+async def test_dry_runs_follow_prefilter_extensions_only_when_one_is_active() -> None:
+    """A victim's removal and return in the dry run run the PreFilter extensions (AddPod/RemovePod)
+    only when some PreFilter plugin with extensions is active for the preemptor: none for a plain
+    pod (94c362e; before it every victim's removal and return called them), every victim for one
+    with pod anti-affinity (InterPodAffinity follows them). The decisions are the same."""
+    outcomes = {}
+    for with_affinity in (False, True):
+        sched, inf, client = with_removal("delete")
+        for node in ("n1", "n2"):
+            inf.on_node("ADDED", raw_node(node, cpu="4"))
+            for i in range(4):
+                inf.on_pod("ADDED", running(f"{node}-low-{i}", node, "1", 5 + (node == "n1"), {"app": "low"}))
+        fw = sched.frameworks[NAME]
+        calls = {"add": 0, "remove": 0}
+        add, remove = fw.run_pre_filter_add_pod, fw.run_pre_filter_remove_pod
+
+        def counted_add(*args: Any, _add: Any = add, _calls: dict[str, int] = calls) -> Any:
+            _calls["add"] += 1
+            return _add(*args)
+
+        def counted_remove(*args: Any, _remove: Any = remove, _calls: dict[str, int] = calls) -> Any:
+            _calls["remove"] += 1
+            return _remove(*args)
+
+        fw.run_pre_filter_add_pod = counted_add  # type: ignore[method-assign,assignment]
+        fw.run_pre_filter_remove_pod = counted_remove  # type: ignore[method-assign,assignment]
+        vip = raw_pod("vip", cpu="2", priority=100)
+        if with_affinity:
+            term = {"labelSelector": {"matchLabels": {"app": "other"}}, "topologyKey": "kubernetes.io/hostname"}
+            vip["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        inf.on_pod("ADDED", vip)
+        await run_queue(sched)
+        outcomes[with_affinity] = (client.nominations, sorted(client.deleted), dict(calls))
+    plain, anti = outcomes[False], outcomes[True]
+    assert plain[:2] == anti[:2] == ({"ns/vip": "n2"}, ["ns/n2-low-2", "ns/n2-low-3"])
+    assert plain[2] == {"add": 0, "remove": 0}
+    # Per node: four removed, then each returned (two stay returned, two are removed again).
+    assert anti[2] == {"add": 8, "remove": 12}
+
+
+def test_a_pods_start_time_is_parsed_once_and_a_bad_one_counts_as_not_started() -> None:
+    started = Pod.from_raw(running("a", "n1", "1", 1))
+    assert started.started == 1704067200.0
+    odd = running("b", "n1", "1", 1)
+    odd["status"]["startTime"] = "yesterday"
+    assert Pod.from_raw(odd).started is None
+    pending = raw_pod("c")
+    assert Pod.from_raw(pending).started is None
