@@ -176,7 +176,8 @@ class NodeDevicesCache:
     (the same list object: the caller builds a new one when a slice or taint rule changes), the
     features and the Node object stay the same: the slices split by node, each node's pools
     (GatherPools) and its candidates in search order, with their CEL conversions and verdicts.
-    No AllocatedState is kept here: each cycle's allocator gets the one its PreFilter took."""
+    No AllocatedState is kept here: each cycle's allocator gets the one its PreFilter took; each
+    node's last outcome is kept with what was taken of its devices then (Allocator.allocate)."""
 
     def __init__(self) -> None:
         self._key: tuple[Sequence[Raw], Features] | None = None
