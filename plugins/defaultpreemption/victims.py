@@ -119,12 +119,17 @@ def select_victims_on_node(
     potential.sort(key=importance)
     violating, non_violating = split_by_pdb_violation(potential, pdbs, refused)
     victims: list[Pod] = []
+    # The plugin that rejected the last returned victim is asked first for the next one: it is
+    # usually the same (NodeResourcesFit), and only whether any plugin rejects matters here.
+    rejecting = ""
 
     def reprieve(pod: Pod) -> bool:
+        nonlocal rejecting
         if (status := add(pod)) is not None:
             raise _DryRunError(status)
-        if fw.run_filter_with_nominated(state, preemptor, node_info) is None:
+        if (rejected := fw.run_filter_with_nominated(state, preemptor, node_info, rejecting)) is None:
             return True
+        rejecting = rejected.plugin or ""
         if (status := remove(pod)) is not None:
             raise _DryRunError(status)
         victims.append(pod)

@@ -84,7 +84,9 @@ class PdbLister(Protocol):
 class PreemptionFramework(Protocol):
     """The part of a profile's framework a PostFilter plugin runs for its what-if (dry) runs."""
 
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None: ...
+    def run_filter_with_nominated(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, first: str = ""
+    ) -> Status | None: ...
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: Pod, pod_to_add: Pod, node_info: NodeInfo
     ) -> Status | None: ...

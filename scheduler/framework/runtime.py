@@ -512,6 +512,8 @@ class Framework:
         self.queue_sort = sorters[0]
         self.pre_filter_plugins = cast(list[PreFilterPlugin], list(get("preFilter", ())))
         self.filter_plugins = cast(list[FilterPlugin], list(get("filter", ())))
+        # The filter plugins by name, for the list they were taken from (tests swap the list).
+        self._filters_by_name: tuple[list[FilterPlugin] | None, dict[str, FilterPlugin]] = (None, {})
         self.post_filter_plugins = cast(list[PostFilterPlugin], list(get("postFilter", ())))
         self.pre_score_plugins = cast(list[PreScorePlugin], list(get("preScore", ())))
         self.score_plugins = cast(list[ScorePlugin], list(get("score", ())))
@@ -759,21 +761,40 @@ class Framework:
                 return False
         return all(_says_node_local(plugin, state) for plugin in self.reserve_plugins)
 
-    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
-        """The first non-success Filter status on this node (with its plugin), or None."""
+    def run_filter(self, state: CycleState, pod: Pod, node_info: NodeInfo, first: str = "") -> Status | None:
+        """The first non-success Filter status on this node (with its plugin), or None.
+
+        `first` names a plugin to ask before the others (the one that rejected the last, similar
+        question): whether any rejects does not depend on the order, which one is reported does."""
         skip = state.skip_filter_plugins
+        if first and not (skip and first in skip):
+            plugin = self._filter_plugin(first)
+            if plugin is not None:
+                status = _run_filter_plugin(plugin, state, pod, node_info)
+                if status is not None:
+                    return status
         for plugin in self.filter_plugins:
-            if skip and plugin.name in skip:
+            if (skip and plugin.name in skip) or plugin.name == first:
                 continue
             status = _run_filter_plugin(plugin, state, pod, node_info)
             if status is not None:
                 return status
         return None
 
-    def run_filter_with_nominated(self, state: CycleState, pod: Pod, node_info: NodeInfo) -> Status | None:
+    def _filter_plugin(self, name: str) -> FilterPlugin | None:
+        plugins, by_name = self._filters_by_name
+        if plugins is not self.filter_plugins:
+            by_name = {plugin.name: plugin for plugin in self.filter_plugins}
+            self._filters_by_name = (self.filter_plugins, by_name)
+        return by_name.get(name)
+
+    def run_filter_with_nominated(
+        self, state: CycleState, pod: Pod, node_info: NodeInfo, first: str = ""
+    ) -> Status | None:
         """Filter twice when higher-or-equal priority pods are nominated here: with them, then without.
 
         Nominated pods of lower priority are ignored: this pod may take the room freed for them.
+        `first` as for run_filter.
         """
         nominated = [
             p
@@ -781,7 +802,7 @@ class Framework:
             if p.uid != pod.uid and p.priority >= pod.priority
         ]
         if not nominated:
-            return self.run_filter(state, pod, node_info)
+            return self.run_filter(state, pod, node_info, first)
         with_pods = node_info.clone()
         state_with = state.clone()
         for other in nominated:
@@ -790,10 +811,10 @@ class Framework:
             add_status = self.run_pre_filter_add_pod(state_with, pod, placed, with_pods)
             if add_status is not None:
                 return add_status
-        status = self.run_filter(state_with, pod, with_pods)
+        status = self.run_filter(state_with, pod, with_pods, first)
         if status is not None:
             return status
-        return self.run_filter(state, pod, node_info)
+        return self.run_filter(state, pod, node_info, first)
 
     def _placed_on(self, pod: Pod, node_name: str) -> Pod:
         """`pod` as if bound to `node_name` (a copy, remembered while the nominated object is the same)."""

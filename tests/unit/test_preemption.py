@@ -522,3 +522,49 @@ def test_a_pods_start_time_is_parsed_once_and_a_bad_one_counts_as_not_started() 
     assert Pod.from_raw(odd).started is None
     pending = raw_pod("c")
     assert Pod.from_raw(pending).started is None
+
+
+async def test_a_returned_victim_asks_the_plugin_that_rejected_the_last_one_first() -> None:
+    """In the dry run, once NodeResourcesFit rejected a returned victim it is asked first for the
+    next one, so the plugins before it in the profile are skipped for that victim: per node of four
+    victims (two returned for good, two not) NodeUnschedulable runs once less than
+    NodeResourcesFit (before, every plugin ran for every returned victim: the same count). The
+    victims are the same."""
+    sched, inf, client = with_removal("delete")
+    for node in ("n1", "n2"):
+        inf.on_node("ADDED", raw_node(node, cpu="4"))
+        for i in range(4):
+            inf.on_pod("ADDED", running(f"{node}-low-{i}", node, "1", 5 + (node == "n1")))
+    fw = sched.frameworks[NAME]
+    names = [p.name for p in fw.filter_plugins]
+    assert names.index("NodeUnschedulable") < names.index("NodeResourcesFit")
+    counts = {"NodeUnschedulable": 0, "NodeResourcesFit": 0}
+    dry_running = [False]
+    for filter_plugin in fw.filter_plugins:
+        if filter_plugin.name in counts:
+            original = filter_plugin.filter
+
+            def counted(*args: Any, _name: str = filter_plugin.name, _original: Any = original) -> Any:
+                if dry_running[0]:
+                    counts[_name] += 1
+                return _original(*args)
+
+            filter_plugin.filter = counted  # type: ignore[method-assign,assignment]
+    preemption = plugin(sched)
+    post_filter = preemption.post_filter
+
+    def in_dry_run(*args: Any) -> Any:
+        dry_running[0] = True
+        try:
+            return post_filter(*args)
+        finally:
+            dry_running[0] = False
+
+    preemption.post_filter = in_dry_run  # type: ignore[method-assign,assignment]
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.nominations == {"ns/vip": "n2"}
+    assert sorted(client.deleted) == ["ns/n2-low-2", "ns/n2-low-3"]
+    # Per node: all removed (1 each), two returned for good (2 each), the third rejected by
+    # NodeResourcesFit (1 each), the fourth asked of NodeResourcesFit alone.
+    assert counts == {"NodeUnschedulable": 2 * 4, "NodeResourcesFit": 2 * 5}
