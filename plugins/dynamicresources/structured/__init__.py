@@ -37,9 +37,9 @@ One Allocator serves every node of a scheduling cycle and caches the counters le
 conversions and selector verdicts) from one cycle to the next while the slices list (the same
 object), the features and the Node stay the same, and each node's last outcome: the next cycle
 gets it again, without a search, for claims of the same spec with the same class objects while
-nothing taken on that node's devices (nor in its pools' counters) changed (not for nodes with a
-device that may be shared: each share needs a fresh id). `reuse_outcomes = False` searches
-every time, as kube's allocator does.
+nothing taken on that node's devices (nor in its pools' counters) changed; a shared device in it
+gets a fresh share id each time. `reuse_outcomes = False` searches every time, as kube's
+allocator does.
 """
 
 from .allocator import Allocator, CELCompiler, NodeDevicesCache, Stats, taint_prevents_allocation

@@ -123,7 +123,7 @@ class _CounterFloor:
 class _Candidate:
     """One device of a usable pool as the search meets it; `index` is its place in search order."""
 
-    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "shareable", "slice", "verdicts")
+    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice", "verdicts")
 
     def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
         self.index = index
@@ -132,7 +132,6 @@ class _Candidate:
         self.slice = slice_
         self.pool = pool
         self.has_capacity = bool(device.get("capacity"))
-        self.shareable = bool(device.get("allowMultipleAllocations"))
         self._cel_device: CELDevice | None = None
         # Selector expression -> its verdict on this device (True, False or the CELError): a
         # pure function of the two, kept as long as the candidate is (see NodeDevicesCache).
@@ -220,6 +219,8 @@ class _Outcome:
     classes: tuple[Raw | None, ...]
     key: tuple[Any, ...]
     result: list[dict[str, Any]] | None
+    # Whether the result holds a shared device: each reuse draws new share ids.
+    shares: bool
 
 
 @dataclass(slots=True)
@@ -330,9 +331,10 @@ class Allocator:
         only) or AllocationTimeoutError once time.monotonic() passes `deadline`.
 
         The same claims (by spec) on a node whose devices, and what is taken of them, have not
-        changed since the last search there get that search's outcome again, the same objects:
-        results are read-only for the caller. In a steady cluster most nodes are such nodes in
-        every cycle, and a search (partitions, backtracking) costs far more than the check.
+        changed since the last search there get that search's outcome again, the same objects
+        (results are read-only for the caller) but for a fresh share id wherever a device is
+        shared. In a steady cluster most nodes are such nodes in every cycle, and a search
+        (partitions, backtracking, capacity) costs far more than the check.
         """
         claims = list(claims)
         cache = self.cache
@@ -351,7 +353,8 @@ class Allocator:
                     and outcome.key == key
                 ):
                     self.stats.outcomes_reused += 1
-                    return outcome.result
+                    result = outcome.result
+                    return _with_fresh_shares(result) if result is not None and outcome.shares else result
         run = _Run(self, node, claims, deadline)
         result = run.allocate()
         if self.reuse_outcomes:
@@ -360,7 +363,10 @@ class Allocator:
             if key is not None:
                 if len(cache.outcomes) >= _CACHED_NODES:
                     cache.outcomes.clear()
-                cache.outcomes[node.name] = _Outcome(node, run.candidates, classes, key, result)
+                shares = result is not None and any(
+                    "shareID" in entry for allocation in result for entry in allocation["devices"]["results"]
+                )
+                cache.outcomes[node.name] = _Outcome(node, run.candidates, classes, key, result, shares)
         return result
 
     def _outcome_key(
@@ -368,11 +374,9 @@ class Allocator:
     ) -> tuple[tuple[Any, ...] | None, tuple[Raw | None, ...]]:
         """What a search on these devices depends on besides them: the claims' specs, their
         classes (by identity: a changed class is a new object) and, per device, whether it is
-        taken, the capacity its shares consume and the counters left in its pool. None where a
-        result cannot be given twice: a device that may be shared gets a fresh share id each time."""
+        taken, the capacity shares of it consume and whether the devices its pool's counters
+        count are taken (shares included: a shared device's counters are spent once)."""
         features = self.features
-        if features.consumable_capacity and any(candidate.shareable for candidate in candidates):
-            return None, ()
         specs = []
         class_names: list[str] = []
         for claim in claims:
@@ -396,12 +400,16 @@ class Allocator:
                     held += tuple([allocated(device_id) for device_id, _ in pool.consumers])
         return (tuple(specs), tuple(map(id, classes)), held), classes
 
+    def _shared(self) -> set[DeviceID]:
+        """The devices some share holds, gathered once."""
+        if self._shared_devices is None:
+            self._shared_devices = {shared.device_id for shared in self.allocated_state.shared_device_ids}
+        return self._shared_devices
+
     def _allocated_anyhow(self, device_id: DeviceID) -> bool:
         """AllocatedState.is_device_allocated, with the shares' devices gathered once."""
         state = self.allocated_state
-        if self._shared_devices is None:
-            self._shared_devices = {shared.device_id for shared in state.shared_device_ids}
-        return device_id in state.devices or device_id in self._shared_devices or device_id in state.aggregated_capacity
+        return device_id in state.devices or device_id in self._shared() or device_id in state.aggregated_capacity
 
     def counters_left(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
         """The pool's shared counters less what its allocated devices consume (may be negative:
@@ -421,6 +429,18 @@ class Allocator:
         if any(value < 0 for counters in available.values() for value in counters.values()):
             self.overdrawn_pools.add(pool.id)
         return available
+
+
+def _with_fresh_shares(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A reused result whose shared devices get new share ids, as a new search would draw them."""
+    fresh = []
+    for allocation in result:
+        devices = allocation["devices"]
+        entries = [
+            {**entry, "shareID": str(uuid.uuid4())} if "shareID" in entry else entry for entry in devices["results"]
+        ]
+        fresh.append({**allocation, "devices": {**devices, "results": entries}})
+    return fresh
 
 
 def _class_names(claim: Raw) -> tuple[str, ...]:

@@ -290,24 +290,29 @@ def test_capacity_consumed_by_shares_is_seen() -> None:
     assert fits == [(True, 0), (False, 0), (False, 1)]
 
 
-def test_devices_that_may_be_shared_are_always_searched() -> None:
-    """A shared device's result carries a fresh share id each time: never given twice."""
+def test_a_reused_shared_device_gets_a_fresh_share_id() -> None:
+    """A shared device's result carries a random share id: a reused outcome draws new ones, as a
+    search would; the rest of the result is the search's."""
     slices = _partitionable_slices(5, shared=True)
     nodes = [Node.from_raw({"metadata": {"name": f"node-{i}"}}) for i in range(5)]
     cache = NodeDevicesCache()
-    for _ in range(2):
-        allocator, fits = _cycle(slices, nodes, cache, set())
-        assert allocator.stats.outcomes_reused == 0 and fits == 5
-    results = [allocator.allocate(node, _claim()) for node in nodes]
-    again = [allocator.allocate(node, _claim()) for node in nodes]
-    share_ids = {r["shareID"] for rs in (*results, *again) for r in rs[0]["devices"]["results"]}  # type: ignore[index]
-    assert len(share_ids) == 4 * 5
+    first, fits = _cycle(slices, nodes, cache, set())
+    assert (first.stats.outcomes_reused, fits) == (0, 5)
+    results = [first.allocate(node, _claim()) for node in nodes]
+    again, fits = _cycle(slices, nodes, cache, set())
+    assert (again.stats.outcomes_reused, fits) == (5, 5)
+    reused = [again.allocate(node, _claim()) for node in nodes]
+    searching = Allocator(Features(), AllocatedState(), {"gpu": CLASS}, slices, compile_expression)
+    searching.reuse_outcomes = False
+    for node, result in zip(nodes, reused, strict=True):
+        assert _normalized(result) == _normalized(searching.allocate(node, _claim()))
+    share_ids = [r["shareID"] for rs in (*results, *reused) for r in rs[0]["devices"]["results"]]  # type: ignore[index]
+    assert len(set(share_ids)) == len(share_ids) == 2 * 2 * 5
 
 
 def test_the_scenarios_reuse_where_they_can() -> None:
     """The property above is not vacuous: across the corpus, a second cycle with nothing changed
-    reuses the outcome of every node whose first search ended (an error is not kept) and that has
-    no device which may be shared (its result would need a fresh share id)."""
+    reuses the outcome of every node whose first search ended (an error is not kept)."""
     reused = expected = 0
     for seed in range(0, 700, 7):
         scenario_ = scenario(seed)
@@ -326,8 +331,7 @@ def test_the_scenarios_reuse_where_they_can() -> None:
                     allocator.allocate(node, scenario_["claims"])
                 except AllocatorError:
                     continue
-                shareable = any(candidate.shareable for candidate in cache.nodes[node.name][2])
-                if cycle == 0 and not (features.consumable_capacity and shareable):
+                if cycle == 0:
                     expected += 1
         reused += allocator.stats.outcomes_reused
     assert reused == expected and expected > 50
