@@ -40,6 +40,18 @@ def _device_ids(slices: list[dict[str, Any]]) -> list[DeviceID]:
     return sorted(set(ids))
 
 
+def _state(scenario_: dict[str, Any], taken: set[DeviceID], with_shares: bool) -> AllocatedState:
+    """These devices taken, and the scenario's shares held if `with_shares`."""
+    state = AllocatedState(devices=set(taken))
+    if with_shares:
+        for driver, pool, device, share_id, consumed in scenario_["allocated_shares"]:
+            state.shared_device_ids.add(SharedDeviceID(driver, pool, device, share_id))
+            state.add_consumed_capacity(
+                DeviceID(driver, pool, device), {key: parse(value).exact for key, value in consumed.items()}
+            )
+    return state
+
+
 def _outcome(allocator: Allocator, node: Node, claims: list[Any]) -> Any:
     try:
         return _normalized(allocator.allocate(node, claims))
@@ -75,13 +87,7 @@ def test_a_reused_outcome_is_the_searchs(name: str, cycles: list[tuple[list[int]
     for index, (toggles, with_shares, class_change) in enumerate(cycles):
         if ids:
             taken ^= {ids[i % len(ids)] for i in toggles}
-        state = AllocatedState(devices=set(taken))
-        if with_shares:
-            for driver, pool, device, share_id, consumed in scenario_["allocated_shares"]:
-                state.shared_device_ids.add(SharedDeviceID(driver, pool, device, share_id))
-                state.add_consumed_capacity(
-                    DeviceID(driver, pool, device), {key: parse(value).exact for key, value in consumed.items()}
-                )
+        state = _state(scenario_, taken, with_shares)
         if class_change != "same":
             classes = {name: copy.deepcopy(device_class) for name, device_class in original.items()}
             if class_change == "changed":
@@ -135,13 +141,7 @@ def test_every_change_of_input_is_seen(name: str) -> None:
     nodes = [Node.from_raw({"metadata": {"name": n["name"], "labels": n["labels"]}}) for n in scenario_["nodes"]]
     cache = NodeDevicesCache()
     for taken, with_shares, classes, claims in _sweep_cycles(scenario_):
-        state = AllocatedState(devices=set(taken))
-        if with_shares:
-            for driver, pool, device, share_id, consumed in scenario_["allocated_shares"]:
-                state.shared_device_ids.add(SharedDeviceID(driver, pool, device, share_id))
-                state.add_consumed_capacity(
-                    DeviceID(driver, pool, device), {key: parse(value).exact for key, value in consumed.items()}
-                )
+        state = _state(scenario_, taken, with_shares)
         reusing = Allocator(features, state, classes, scenario_["slices"], compile_expression, cache=cache)
         searching = Allocator(features, state, classes, scenario_["slices"], compile_expression)
         searching.reuse_outcomes = False
