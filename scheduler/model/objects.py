@@ -168,7 +168,7 @@ def _start_time(raw: Raw) -> float | None:
     if not value:
         return None
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        return _timestamp(str(value))
     except ValueError:
         return None
 
