@@ -4,11 +4,18 @@ for upstream's own scheduler_perf test cases."""
 
 import sys
 
-if sys.argv[1:2] == ["upstream"]:
-    from harness.bench.upstream_run import main as upstream_main
+from harness.bench import interruptible
 
-    raise SystemExit(upstream_main(sys.argv[2:]))
 
-from harness.bench.runner import main
+def _main() -> int:
+    interruptible()
+    if sys.argv[1:2] == ["upstream"]:
+        from harness.bench.upstream_run import main as upstream_main
 
-raise SystemExit(main())
+        return upstream_main(sys.argv[2:])
+    from harness.bench.runner import main
+
+    return main()
+
+
+raise SystemExit(_main())
