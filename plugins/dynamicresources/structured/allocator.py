@@ -29,7 +29,7 @@ from scheduler.model.objects import Node
 
 from . import capacity as cap
 from .constraints import Constraint, DistinctAttribute, MatchAttribute
-from .pools import Pool, PoolID, gather_pools, node_matches
+from .pools import Pool, PoolID, counter_takes, gather_pools, node_matches
 from .types import (
     ALLOCATION_RESULTS_MAX_SIZE,
     SUPPORTED_FEATURES,
@@ -123,7 +123,7 @@ class _CounterFloor:
 class _Candidate:
     """One device of a usable pool as the search meets it; `index` is its place in search order."""
 
-    __slots__ = ("_cel_device", "device", "has_capacity", "id", "index", "pool", "slice", "verdicts")
+    __slots__ = ("_cel_device", "_takes", "device", "has_capacity", "id", "index", "pool", "slice", "verdicts")
 
     def __init__(self, index: int, device_id: DeviceID, device: Raw, slice_: Raw, pool: Pool) -> None:
         self.index = index
@@ -133,9 +133,17 @@ class _Candidate:
         self.pool = pool
         self.has_capacity = bool(device.get("capacity"))
         self._cel_device: CELDevice | None = None
+        self._takes: tuple[tuple[str, str, Decimal], ...] | None = None
         # Selector expression -> its verdict on this device (True, False or the CELError): a
         # pure function of the two, kept as long as the candidate is (see NodeDevicesCache).
         self.verdicts: dict[str, bool | CELError] = {}
+
+    def takes(self) -> tuple[tuple[str, str, Decimal], ...]:
+        """The device's counter consumption as (counter set, counter, amount), parsed once for as
+        long as the candidate is kept (its pool parsed it already, so it cannot fail here)."""
+        if self._takes is None:
+            self._takes = counter_takes(self.device)
+        return self._takes
 
     def cel_device(self) -> CELDevice:
         """The device as CEL sees it, converted once for every selector of every request."""
@@ -472,7 +480,6 @@ class _Run:
         self.allocating_devices: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, ConsumedCapacity] = {}
         self.results: list[list[_DeviceResult]] = [[] for _ in claims]
-        self.consumption: dict[DeviceID, tuple[tuple[str, str, Decimal], ...]] = {}
         self._floors: list[_CounterFloor] | None = None
         self.num_requests = [len(((c.get("spec") or {}).get("devices") or {}).get("requests") or ()) for c in claims]
 
@@ -974,7 +981,7 @@ class _Run:
         if self.features.partitionable_devices:
             takes: dict[tuple[PoolID, str, str], dict[int, Decimal]] = {}
             for candidate in candidates:
-                for set_name, name, value in self._consumption(candidate):
+                for set_name, name, value in candidate.takes():
                     per_device = takes.setdefault((candidate.pool.id, set_name, name), {})
                     per_device[candidate.index] = per_device.get(candidate.index, Decimal(0)) + value
             shares = self.features.consumable_capacity
@@ -1036,18 +1043,6 @@ class _Run:
         cached = self.a.available_counters.get(pool.id)
         return cached if cached is not None else self.a.counters_left(pool)
 
-    def _consumption(self, candidate: _Candidate) -> tuple[tuple[str, str, Decimal], ...]:
-        """The device's counter consumption as (counter set, counter, amount), parsed once a run."""
-        cached = self.consumption.get(candidate.id)
-        if cached is None:
-            cached = tuple(
-                (str(consumption.get("counterSet") or ""), name, cap.amount((counter or {}).get("value", "0")).value)
-                for consumption in candidate.device.get("consumesCounters") or ()
-                for name, counter in (consumption.get("counters") or {}).items()
-            )
-            self.consumption[candidate.id] = cached
-        return cached
-
     def _reserve_counters(self, candidate: _Candidate) -> bool:
         """checkAvailableCounters: add the device's counters to what this attempt consumes; undo
         and refuse if any counter of the pool is then over its availability.
@@ -1057,7 +1052,7 @@ class _Run:
         consumes counters fits), so those are all that are compared here."""
         available = self._available_counters(candidate.pool)
         consumed = self.consumed_counters.setdefault(candidate.pool.id, {})
-        consumption = self._consumption(candidate)
+        consumption = candidate.takes()
         for set_name, name, value in consumption:
             counter_set = consumed.setdefault(set_name, {})
             counter_set[name] = counter_set.get(name, Decimal(0)) + value
@@ -1072,7 +1067,7 @@ class _Run:
 
     def _release_counters(self, candidate: _Candidate) -> None:
         consumed = self.consumed_counters[candidate.pool.id]
-        for set_name, name, value in self._consumption(candidate):
+        for set_name, name, value in candidate.takes():
             consumed[set_name][name] -= value
 
     # ---- results -------------------------------------------------------------------------

@@ -231,11 +231,7 @@ def _build_pool(pid: PoolID, pool_slices: list[Raw], features: Features, all_for
         for device in _spec(slice_).get("devices") or ():
             name = str(device.get("name") or "")
             try:
-                takes = tuple(
-                    (str(consumption.get("counterSet") or ""), counter, amount((value or {}).get("value", "0")).value)
-                    for consumption in device.get("consumesCounters") or ()
-                    for counter, value in (consumption.get("counters") or {}).items()
-                )
+                takes = counter_takes(device)
             except CapacityError as exc:
                 return Pool(pid, invalid=True, invalid_reason=f"slice {_name(slice_)}, device {name}: {exc}")
             if takes:
@@ -289,6 +285,16 @@ def _quantity_problem(device: Raw) -> str:
             except CapacityError as exc:
                 return f"{path}: {exc}"
     return ""
+
+
+def counter_takes(device: Mapping[str, Any]) -> tuple[tuple[str, str, Decimal], ...]:
+    """What the device's consumesCounters take, as (counter set, counter, amount); raises
+    CapacityError for an amount that does not parse (its pool is then invalid)."""
+    return tuple(
+        (str(consumption.get("counterSet") or ""), counter, amount((value or {}).get("value", "0")).value)
+        for consumption in device.get("consumesCounters") or ()
+        for counter, value in (consumption.get("counters") or {}).items()
+    )
 
 
 def _counter_consumption_problem(counter_sets: Mapping[str, Mapping[str, Decimal]], slices: Sequence[Raw]) -> str:
