@@ -46,7 +46,7 @@ from harness.bench.runner import (
     machine_busy_seconds,
     peak_rss_mib,
 )
-from harness.bench.schedulers import SCHEDULERS, Running, SchedulerKind, Setup, ours_variant
+from harness.bench.schedulers import CLIENT_QPS, SCHEDULERS, Running, SchedulerKind, Setup, ours_variant
 from harness.bench.upstream import (
     KIND_PATHS,
     TestCase,
@@ -124,6 +124,16 @@ APISERVER_ARGS = ("--disable-admission-plugins=Priority",)
 # The controllers scheduler_perf runs beside a DRA workload's scheduler (util.go; its GC and
 # namespace controllers matter to no workload's measurement).
 CLAIM_CONTROLLERS = ("resourceclaim-controller",)
+# How scheduler_perf runs that controller (test/integration/util's CreateResourceClaimController on
+# scheduler_perf's client, the schedulers' CLIENT_QPS): 5 workers. kube-controller-manager's own
+# defaults (50 workers, 20 requests/s, bursts of 30) paced every claim-template workload at 20
+# requests/s: 2 writes per pod created (its claim, the pod's status), about 4 in a steady state.
+CLAIM_CONTROLLER_WORKERS = 5
+CLAIM_CONTROLLER_ARGS = (
+    f"--concurrent-resourceclaim-syncs={CLAIM_CONTROLLER_WORKERS}",
+    f"--kube-api-qps={CLIENT_QPS}",
+    f"--kube-api-burst={CLIENT_QPS}",
+)
 # upstream's opcode -> Executor.op_<method>
 OPCODE_METHODS = {
     "createNodes": "create_nodes",
@@ -749,7 +759,9 @@ def run_workload(
         ):
             if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
                 # As scheduler_perf: the ResourceClaim controller makes the claims of templates.
-                plane.start_kube_controller_manager(CLAIM_CONTROLLERS, extra_args=feature_gate_args(gates))
+                plane.start_kube_controller_manager(
+                    CLAIM_CONTROLLERS, extra_args=[*CLAIM_CONTROLLER_ARGS, *feature_gate_args(gates)]
+                )
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:

@@ -3,6 +3,7 @@ control-plane build downloads k8s.io/kubernetes), its selection rules and its th
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -159,3 +160,21 @@ def test_release_defaults_honour_min_compatibility_and_agree_with_the_schedulers
     gates = default_gates()
     assert gates["DRAFractionalCapacityRange"] is False  # its "true" spec needs min-compatibility 1.37
     assert {name: gates[name] for name in KNOWN_GATES} == {name: spec.default for name, spec in KNOWN_GATES.items()}
+
+
+def test_the_claim_controller_runs_as_scheduler_perf_runs_it() -> None:
+    """Its workers and client rate, read from upstream's sources: kube-controller-manager's
+    defaults (20 requests/s) paced every claim-template workload instead of the scheduler."""
+    from harness.bench.upstream import perf_root
+    from harness.bench.upstream_run import CLAIM_CONTROLLER_ARGS
+
+    perf = perf_root()
+    client = (perf / "util.go").read_text()
+    qps = re.search(r"cfg\.QPS = ([0-9.]+)", client)
+    burst = re.search(r"cfg\.Burst = ([0-9]+)", client)
+    workers = re.search(r"claimController\.Run\(ctx, ([0-9]+)", (perf.parent / "util" / "util.go").read_text())
+    assert qps and burst and workers
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in CLAIM_CONTROLLER_ARGS)
+    assert float(flags["kube-api-qps"]) == float(qps.group(1))
+    assert int(flags["kube-api-burst"]) == int(burst.group(1))
+    assert int(flags["concurrent-resourceclaim-syncs"]) == int(workers.group(1))
