@@ -109,12 +109,6 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return False
 
 
-def removed_by_eviction(pod: Pod) -> bool:
-    """Whether an eviction removes the pod outright: no grace period and no finalizer to wait for.
-    Nothing is then left to mark as preempted (a DisruptionTarget patch could only answer 404)."""
-    return pod.spec.get("terminationGracePeriodSeconds") == 0 and not (pod.raw.get("metadata") or {}).get("finalizers")
-
-
 def blocking_pdb(namespace: str, cause: str) -> str:
     """`namespace/name` of the PDB a DisruptionBudget cause names (a PDB covers pods of its own
     namespace); the whole cause if it names none."""
@@ -247,8 +241,6 @@ class Executor:
             raise
         if refusal is None:
             metrics.preemption_evictions.labels(EVICTED).inc()
-            if removed_by_eviction(victim):
-                return True
             try:
                 # The eviction wrote DisruptionTarget with its own reason; say it was preemption.
                 await self.handle.client.patch_pod_status(victim, _disruption_target(preemptor), None)

@@ -568,20 +568,3 @@ async def test_a_returned_victim_asks_the_plugin_that_rejected_the_last_one_firs
     # Per node: all removed (1 each), two returned for good (2 each), the third rejected by
     # NodeResourcesFit (1 each), the fourth asked of NodeResourcesFit alone.
     assert counts == {"NodeUnschedulable": 2 * 4, "NodeResourcesFit": 2 * 5}
-
-
-async def test_a_victim_the_eviction_removes_outright_is_not_patched_after_it() -> None:
-    """No grace period and no finalizer: the eviction deletes the pod, so a DisruptionTarget patch
-    after it could only answer 404 (upstream's workloads' victims are all such pods)."""
-    for finalizers, patched in (([], False), (["example.com/hold"], True)):
-        sched, inf, client = with_removal("evict")
-        inf.on_node("ADDED", raw_node("n1", cpu="2"))
-        victim = running("low", "n1", "2", 5)
-        victim["spec"]["terminationGracePeriodSeconds"] = 0
-        victim["metadata"]["finalizers"] = finalizers
-        inf.on_pod("ADDED", victim)
-        inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
-        await run_queue(sched)
-        assert client.evicted == ["ns/low"]
-        assert ("DisruptionTarget" in client.other_conditions.get("ns/low", {})) is patched
-        assert [e.pod for e in client.events if e.reason == "Preempted"] == ["ns/low"]
