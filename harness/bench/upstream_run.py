@@ -735,6 +735,14 @@ def row_commit(kind: SchedulerKind) -> str:
     return report.git_revision(kind.tree or REPO_ROOT)
 
 
+def claim_controller_args(gates: dict[str, bool]) -> list[str] | None:
+    """kube-controller-manager's arguments for the ResourceClaim controller a workload runs beside
+    its scheduler (as scheduler_perf: it makes the claims of templates), or None without DRA."""
+    if not gates.get(DYNAMIC_RESOURCE_ALLOCATION):
+        return None
+    return [*CLAIM_CONTROLLER_ARGS, *feature_gate_args(gates)]
+
+
 def run_workload(
     workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float, profile: Path | None = None
 ) -> dict[str, Any]:
@@ -757,11 +765,9 @@ def run_workload(
             ) as plane,
             kind.start(plane, kind.scheduler_name, setup) as running,
         ):
-            if gates.get(DYNAMIC_RESOURCE_ALLOCATION):
-                # As scheduler_perf: the ResourceClaim controller makes the claims of templates.
-                plane.start_kube_controller_manager(
-                    CLAIM_CONTROLLERS, extra_args=[*CLAIM_CONTROLLER_ARGS, *feature_gate_args(gates)]
-                )
+            claim_args = claim_controller_args(gates)
+            if claim_args is not None:
+                plane.start_kube_controller_manager(CLAIM_CONTROLLERS, extra_args=claim_args)
 
             async def go() -> list[dict[str, Any]]:
                 async with RawApi(plane) as api:

@@ -9,14 +9,19 @@ import sys
 
 from harness.controlplane import REPO_ROOT
 
-# As a background job of a script starts: with SIGINT ignored.
+# As a background job of a script starts: with SIGINT ignored. The real entry point runs
+# (`python -m harness.bench upstream ...`), its upstream runner replaced by one that waits.
 PROGRAM = """
-import signal, time
+import runpy, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-from harness.bench import interruptible
-interruptible()
-print("ready", flush=True)
-time.sleep(60)
+import harness.bench.upstream_run as upstream_run
+def waiting(argv):
+    print("ready", flush=True)
+    time.sleep(60)
+    return 0
+upstream_run.main = waiting
+sys.argv = ["harness.bench", "upstream", "--list"]
+runpy.run_module("harness.bench", run_name="__main__", alter_sys=True)
 """
 
 

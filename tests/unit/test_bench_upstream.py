@@ -166,7 +166,8 @@ def test_the_claim_controller_runs_as_scheduler_perf_runs_it() -> None:
     """Its workers and client rate, read from upstream's sources: kube-controller-manager's
     defaults (20 requests/s) paced every claim-template workload instead of the scheduler."""
     from harness.bench.upstream import perf_root
-    from harness.bench.upstream_run import CLAIM_CONTROLLER_ARGS
+    from harness.bench.upstream_run import claim_controller_args
+    from scheduler.features import DYNAMIC_RESOURCE_ALLOCATION
 
     perf = perf_root()
     client = (perf / "util.go").read_text()
@@ -174,7 +175,12 @@ def test_the_claim_controller_runs_as_scheduler_perf_runs_it() -> None:
     burst = re.search(r"cfg\.Burst = ([0-9]+)", client)
     workers = re.search(r"claimController\.Run\(ctx, ([0-9]+)", (perf.parent / "util" / "util.go").read_text())
     assert qps and burst and workers
-    flags = dict(arg.removeprefix("--").split("=", 1) for arg in CLAIM_CONTROLLER_ARGS)
+    gates = default_gates()
+    assert gates[DYNAMIC_RESOURCE_ALLOCATION]
+    assert claim_controller_args({**gates, DYNAMIC_RESOURCE_ALLOCATION: False}) is None
+    args = claim_controller_args(gates)
+    assert args is not None
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in args)
     assert float(flags["kube-api-qps"]) == float(qps.group(1))
     assert int(flags["kube-api-burst"]) == int(burst.group(1))
     assert int(flags["concurrent-resourceclaim-syncs"]) == int(workers.group(1))
