@@ -2,9 +2,10 @@
 
 For one preemptor at a time per task: clear the nominations of lower-priority pods nominated to
 the node, then remove every victim that is not already terminating, in the way `victimRemoval`
-says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; when the task ends it
-is activated again. Writes only through the ApiClient; never touches the snapshot or the queue
-except through the handle.
+says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; the victims' deletions
+then move it, or, when they came while it was held back (or none will come: an error, a victim
+rejected at Permit), the task's end activates it. Writes only through the ApiClient; never
+touches the snapshot or the queue except through the handle.
 
 Evictions a PodDisruptionBudget refuses are retried until one budget per preemption,
 `evictionTimeoutSeconds`, is spent — never sleeping past it, whatever Retry-After asks — and
@@ -109,6 +110,12 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return False
 
 
+def removed_by_eviction(pod: Pod) -> bool:
+    """Whether an eviction removes the pod outright: no grace period and no finalizer to wait for.
+    Nothing is then left to mark as preempted (a DisruptionTarget patch could only answer 404)."""
+    return pod.spec.get("terminationGracePeriodSeconds") == 0 and not (pod.raw.get("metadata") or {}).get("finalizers")
+
+
 def blocking_pdb(namespace: str, cause: str) -> str:
     """`namespace/name` of the PDB a DisruptionBudget cause names (a PDB covers pods of its own
     namespace); the whole cause if it names none."""
@@ -158,6 +165,7 @@ class Executor:
         started = time.perf_counter()
         deadline = self.clock() + self.eviction_timeout
         result = "success"
+        in_memory = False
         try:
             lower = [p for p in self.handle.nominator.pods_for_node(candidate.node) if p.priority < preemptor.priority]
             for outcome in await asyncio.gather(*(self._clear_nomination(p) for p in lower), return_exceptions=True):
@@ -167,8 +175,10 @@ class Executor:
             outcomes = await asyncio.gather(
                 *(self._preempt(candidate, preemptor, v, deadline) for v in victims), return_exceptions=True
             )
-            for victim, outcome in zip(victims, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
+            for victim, removed in zip(victims, outcomes, strict=True):
+                if removed is True:
+                    in_memory = True
+                if isinstance(removed, BaseException):
                     result = "error"
                     log.warning(
                         "preempting a victim failed",
@@ -176,7 +186,7 @@ class Executor:
                         victim=victim.key,
                         node=candidate.node,
                         victim_removal=self.victim_removal,
-                        error=str(outcome),
+                        error=str(removed),
                     )
         finally:
             self.preempting.discard(preemptor.uid)
@@ -190,8 +200,17 @@ class Executor:
                 victims=len(victims),
                 result=result,
             )
-            # Victims' deletions may have arrived while PreEnqueue still held the preemptor back.
-            self.handle.activate(list(preemptor.members))
+            if result != "success" or in_memory or self._victims_gone(victims):
+                # No deletion will move the preemptor on: an error left victims in place, a victim
+                # waiting at Permit was rejected in memory, or every deletion arrived while
+                # PreEnqueue still held it back. Otherwise the deletions
+                # still to come move it, through the hints of the plugins preemption satisfies
+                # (kube's way): activated now, it could be tried before the cache has let go of
+                # its victims, and fail again.
+                self.handle.activate(list(preemptor.members))
+
+    def _victims_gone(self, victims: list[Pod]) -> bool:
+        return not any(self.handle.pod_exists(v) for v in victims)
 
     async def _clear_nomination(self, pod: Pod) -> None:
         try:
@@ -200,18 +219,22 @@ class Executor:
             if not exc.not_found:
                 raise
 
-    async def _preempt(self, candidate: Candidate, preemptor: Preemptor, victim: Pod, deadline: float) -> None:
+    async def _preempt(self, candidate: Candidate, preemptor: Preemptor, victim: Pod, deadline: float) -> bool:
+        """Remove one victim; True when it was a pod waiting at Permit, rejected in memory (no
+        deletion follows)."""
         message = f"Preempted by {preemptor.kind} {preemptor.uid} on node {candidate.node}"
-        if self.handle.reject_waiting_pod(victim.uid, self.plugin_name, "preempted"):
+        in_memory = self.handle.reject_waiting_pod(victim.uid, self.plugin_name, "preempted")
+        if in_memory:
             message += " (in kube-scheduler memory)."
         elif self.victim_removal == DELETE:
             if not await self._delete(victim, preemptor):
-                return
+                return False
         elif not await self._evict(candidate, victim, preemptor, deadline):
-            return
+            return False
         self.handle.event_recorder(preemptor.scheduler_name).eventf(
             victim, preemptor.obj, "Normal", "Preempted", "Preempting", message
         )
+        return in_memory
 
     async def _delete(self, victim: Pod, preemptor: Preemptor) -> bool:
         """Upstream's way: DisruptionTarget first, then delete. False when the victim is gone."""
@@ -241,6 +264,8 @@ class Executor:
             raise
         if refusal is None:
             metrics.preemption_evictions.labels(EVICTED).inc()
+            if removed_by_eviction(victim):
+                return True
             try:
                 # The eviction wrote DisruptionTarget with its own reason; say it was preemption.
                 await self.handle.client.patch_pod_status(victim, _disruption_target(preemptor), None)

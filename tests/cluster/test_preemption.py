@@ -335,3 +335,27 @@ def test_evict_then_delete_spends_only_the_eviction_budget_on_a_blocking_pdb_and
     log = (control_plane.log_dir / f"scheduler-{scheduler_name}.log").read_text()
     lines = [line for line in log.splitlines() if "eviction of a preemption victim blocked" in line]
     assert len(lines) == 1 and f"{namespace}/low-0" in lines[0] and f"{namespace}/protect-low" in lines[0], lines
+
+
+def test_an_eviction_removes_a_pod_without_grace_period_or_finalizer_at_once(
+    core: Any, namespace: str, nodes: NodeFactory, priority_classes: dict[str, str]
+) -> None:
+    """What evict mode leans on to skip its DisruptionTarget patch: such a victim is gone when the
+    eviction returns; one with a finalizer stays, deleting, for the patch to mark."""
+    node = nodes(f"{namespace}-n1", cpu="4")
+    running_pod(core, namespace, "bare", node, "1", priority_classes["low"])
+    running_pod(core, namespace, "held", node, "1", priority_classes["low"])
+    core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": ["example.com/hold"]}})
+    wait_running(core, namespace, 2)
+    for name in ("bare", "held"):
+        core.create_namespaced_pod_eviction(
+            name,
+            namespace,
+            k8s_client.V1Eviction(metadata=k8s_client.V1ObjectMeta(name=name, namespace=namespace)),
+        )
+    with pytest.raises(k8s_client.ApiException) as gone:
+        core.read_namespaced_pod("bare", namespace)
+    assert gone.value.status == 404
+    held: Any = core.read_namespaced_pod("held", namespace)
+    assert held.metadata.deletion_timestamp is not None
+    core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})

@@ -568,3 +568,102 @@ async def test_a_returned_victim_asks_the_plugin_that_rejected_the_last_one_firs
     # Per node: all removed (1 each), two returned for good (2 each), the third rejected by
     # NodeResourcesFit (1 each), the fourth asked of NodeResourcesFit alone.
     assert counts == {"NodeUnschedulable": 2 * 4, "NodeResourcesFit": 2 * 5}
+
+
+async def test_a_victim_the_eviction_removes_outright_is_not_patched_after_it() -> None:
+    """No grace period and no finalizer: the eviction deletes the pod, so a DisruptionTarget patch
+    after it could only answer 404 (upstream's workloads' victims are all such pods)."""
+    for finalizers, patched in (([], False), (["example.com/hold"], True)):
+        sched, inf, client = with_removal("evict")
+        inf.on_node("ADDED", raw_node("n1", cpu="2"))
+        victim = running("low", "n1", "2", 5)
+        victim["spec"]["terminationGracePeriodSeconds"] = 0
+        victim["metadata"]["finalizers"] = finalizers
+        inf.on_pod("ADDED", victim)
+        inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+        await run_queue(sched)
+        assert client.evicted == ["ns/low"]
+        assert ("DisruptionTarget" in client.other_conditions.get("ns/low", {})) is patched
+        assert [e.pod for e in client.events if e.reason == "Preempted"] == ["ns/low"]
+
+
+# ---- when the preemptor is tried again ---------------------------------------------------------
+
+
+async def test_the_preemptor_waits_for_its_victims_deletions_before_its_next_attempt() -> None:
+    """The evictions returned, but the informers have not yet seen the victim go: activated now,
+    the preemptor would be tried against a cache that still holds its victim and fail again (a
+    third attempt per pod in upstream's GangPreemptionBasic). The deletion moves it, as in kube."""
+    sched, inf, client = with_removal("evict")
+    victims = two_full_nodes(inf)
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    assert not plugin(sched).executor.is_running("uid-vip")
+    assert sched.queue.where("uid-vip") == "unschedulable"
+    gone(inf, victims["low"])
+    assert sched.queue.where("uid-vip") in ("active", "backoff")
+    sched.queue.activate(["uid-vip"])  # past its backoff
+    await run_queue(sched)
+    assert client.bindings == {"ns/vip": "n2"}
+    assert len(client.failed_scheduling()) == 1
+
+
+async def test_deletions_seen_while_the_preemptor_was_held_back_activate_it_at_the_end() -> None:
+    """The informers saw the victim go while PreEnqueue still held the preemptor (the deletion's
+    event then moves nothing): the end of the preemption activates it, or it would stay pending."""
+    sched, inf, client = with_removal("evict")
+    victims = two_full_nodes(inf)
+    evict = client.evict_pod
+
+    async def evict_and_observe(pod: Pod) -> None:
+        await evict(pod)
+        gone(inf, victims[pod.name])
+        await asyncio.sleep(0)  # the event is handled before the preemption ends
+
+    client.evict_pod = evict_and_observe  # type: ignore[method-assign]
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    await run_queue(sched)
+    assert client.bindings == {"ns/vip": "n2"}
+
+
+async def test_a_victim_rejected_in_memory_activates_the_preemptor() -> None:
+    """A pod waiting at Permit leaves no deletion behind: the preemption's end activates the preemptor."""
+    from scheduler.framework.runtime import WaitingPod
+
+    sched, inf, client = with_removal("delete")
+    victims = two_full_nodes(inf)
+    handle = sched.frameworks[NAME].handle
+    low = Pod.from_raw(victims["low"])
+    handle.waiting_pods[low.uid] = WaitingPod(low, {"Gate": 60.0})
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.deleted == []
+    assert sched.queue.where("uid-vip") in ("active", "backoff")
+
+
+async def test_a_preemptor_gated_while_its_victims_go_still_moves_on_their_deletion() -> None:
+    """Another event moved the preemptor while its preemption ran, and PreEnqueue gated it: it keeps
+    NodeResourcesFit among its rejectors (kube adds the gating plugin to them), so the victim's
+    deletion, seen after the preemption ended, still moves it rather than leaving it gated."""
+    sched, inf, client = with_removal("evict")
+    victims = two_full_nodes(inf)
+    inf.on_node("ADDED", raw_node("n3", cpu="1"))
+    tiny = running("tiny", "n3", "100m", 1)
+    inf.on_pod("ADDED", tiny)
+    evict = client.evict_pod
+
+    async def evict_while_another_pod_goes(pod: Pod) -> None:
+        await evict(pod)
+        gone(inf, tiny)  # moves the preemptor: NodeResourcesFit's hint queues it, PreEnqueue gates it
+        await asyncio.sleep(0)
+
+    client.evict_pod = evict_while_another_pod_goes  # type: ignore[method-assign]
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    assert sched.queue.where("uid-vip") == "gated"
+    gone(inf, victims["low"])
+    assert sched.queue.where("uid-vip") in ("active", "backoff")
