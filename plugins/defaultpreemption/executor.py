@@ -2,10 +2,10 @@
 
 For one preemptor at a time per task: clear the nominations of lower-priority pods nominated to
 the node, then remove every victim that is not already terminating, in the way `victimRemoval`
-says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; the victims' deletions
-then move it, or, when they came while it was held back (or none will come: an error, a victim
-rejected at Permit), the task's end activates it. Writes only through the ApiClient; never
-touches the snapshot or the queue except through the handle.
+says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; it is activated once
+the informers have seen its victims go (at once when none will: an error, a victim rejected at
+Permit). Writes only through the ApiClient; never touches the snapshot or the queue except
+through the handle.
 
 Evictions a PodDisruptionBudget refuses are retried until one budget per preemption,
 `evictionTimeoutSeconds`, is spent — never sleeping past it, whatever Retry-After asks — and
@@ -56,6 +56,11 @@ MAX_EVICTION_TIMEOUT_SECONDS = 300
 # The pause between attempts when the refusal names no Retry-After (the budget's status says no
 # disruption is allowed now); each attempt is one cheap POST.
 EVICTION_RETRY_SECONDS = 1.0
+# After victims were removed outright, how long their preemptor waits for the informers to see
+# them go before it is activated anyway, and how often it looks.
+VICTIM_WAIT_SECONDS = 10.0
+VICTIM_POLL_FIRST_SECONDS = 0.005
+VICTIM_POLL_MAX_SECONDS = 0.5
 # Event on the preemptor when a victim's eviction is refused by a PodDisruptionBudget.
 EVICTION_BLOCKED = "EvictionBlocked"
 # scheduler_preemption_evictions_total{result}
@@ -110,9 +115,10 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return False
 
 
-def removed_by_eviction(pod: Pod) -> bool:
-    """Whether an eviction removes the pod outright: no grace period and no finalizer to wait for.
-    Nothing is then left to mark as preempted (a DisruptionTarget patch could only answer 404)."""
+def removed_outright(pod: Pod) -> bool:
+    """Whether an eviction or deletion removes the pod outright: no grace period and no finalizer
+    to wait for. Nothing is then left to mark as preempted (a DisruptionTarget patch could only
+    answer 404), and the pod's deletion event follows at once."""
     return pod.spec.get("terminationGracePeriodSeconds") == 0 and not (pod.raw.get("metadata") or {}).get("finalizers")
 
 
@@ -200,17 +206,30 @@ class Executor:
                 victims=len(victims),
                 result=result,
             )
-            if result != "success" or in_memory or self._victims_gone(victims):
-                # No deletion will move the preemptor on: an error left victims in place, a victim
-                # waiting at Permit was rejected in memory, or every deletion arrived while
-                # PreEnqueue still held it back. Otherwise the deletions
-                # still to come move it, through the hints of the plugins preemption satisfies
-                # (kube's way): activated now, it could be tried before the cache has let go of
-                # its victims, and fail again.
+            going = [v for v in victims if removed_outright(v)]
+            if result != "success" or in_memory or self._victims_gone(going):
+                # Nothing to wait for: an error left victims in place, a victim waiting at Permit
+                # was rejected in memory, the informers saw every victim go already, or the
+                # victims take their grace period (their deletions move the preemptor later).
                 self.handle.activate(list(preemptor.members))
+            else:
+                self.handle.spawn(self._activate_once_gone(preemptor, going))
 
     def _victims_gone(self, victims: list[Pod]) -> bool:
         return not any(self.handle.pod_exists(v) for v in victims)
+
+    async def _activate_once_gone(self, preemptor: Preemptor, victims: list[Pod]) -> None:
+        """Activate the preemptor once the informers have seen its removed-outright victims go
+        (kube waits for their deletions too), so it is not tried against a cache that still holds
+        them and rejected again; past VICTIM_WAIT_SECONDS (a watch that lags) it is activated anyway."""
+        deadline = self.clock() + VICTIM_WAIT_SECONDS
+        pause = VICTIM_POLL_FIRST_SECONDS
+        try:
+            while not self._victims_gone(victims) and self.clock() < deadline:
+                await self.sleep(pause)
+                pause = min(pause * 2, VICTIM_POLL_MAX_SECONDS)
+        finally:
+            self.handle.activate(list(preemptor.members))
 
     async def _clear_nomination(self, pod: Pod) -> None:
         try:
@@ -264,7 +283,7 @@ class Executor:
             raise
         if refusal is None:
             metrics.preemption_evictions.labels(EVICTED).inc()
-            if removed_by_eviction(victim):
+            if removed_outright(victim):
                 return True
             try:
                 # The eviction wrote DisruptionTarget with its own reason; say it was preemption.

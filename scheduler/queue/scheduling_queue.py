@@ -322,19 +322,15 @@ class PriorityQueue:
     def _gate(self, info: QueuedPodInfo, status: Status, event: str, *, parked: bool = False) -> None:
         """PreEnqueue rejected the pod: into the unschedulable pool, counted there. A pod already in
         the pool (`parked`) keeps its place uncounted, its gate updated only if it changed (kube
-        counts a pod only into a queue it was not in).
-
-        The gating plugin joins the plugins that rejected the pod's last attempt, as in kube: a
-        preemptor gated while its victims go keeps NodeResourcesFit, whose hint for a victim's
-        deletion (an event the gating DefaultPreemption registers) moves it once the gate opens."""
+        counts a pod only into a queue it was not in)."""
         plugins = {status.plugin} if status.plugin else set()
         if parked:
-            if info.gated and info.gating_plugin == status.plugin and plugins <= info.unschedulable_plugins:
+            if info.gated and info.gating_plugin == status.plugin and info.unschedulable_plugins == plugins:
                 return
             self._unpark(info.pod.uid)
         info.gated = True
         info.gating_plugin = status.plugin
-        info.unschedulable_plugins = info.unschedulable_plugins | plugins
+        info.unschedulable_plugins = plugins
         self._park(info)
         if not parked:
             metrics.child(metrics.queue_incoming_pods, UNSCHEDULABLE_Q, event).inc()

@@ -97,8 +97,9 @@ def gone(inf: Informers, *raws: dict[str, Any]) -> None:
         inf.on_pod("DELETED", raw)
 
 
-def two_full_nodes(inf: Informers) -> dict[str, dict[str, Any]]:
-    """n1 holds a priority-10 pod, n2 a priority-5 one: n2 is the better candidate."""
+def two_full_nodes(inf: Informers, grace_zero: bool = False) -> dict[str, dict[str, Any]]:
+    """n1 holds a priority-10 pod, n2 a priority-5 one: n2 is the better candidate. With
+    `grace_zero`, an eviction removes them outright (as upstream's workloads' victims)."""
     inf.on_node("ADDED", raw_node("n1", cpu="2"))
     inf.on_node("ADDED", raw_node("n2", cpu="2"))
     pods = {
@@ -106,6 +107,8 @@ def two_full_nodes(inf: Informers) -> dict[str, dict[str, Any]]:
         "low": running("low", "n2", "2", 5, {"app": "low"}),
     }
     for raw in pods.values():
+        if grace_zero:
+            raw["spec"]["terminationGracePeriodSeconds"] = 0
         inf.on_pod("ADDED", raw)
     return pods
 
@@ -575,6 +578,7 @@ async def test_a_victim_the_eviction_removes_outright_is_not_patched_after_it() 
     after it could only answer 404 (upstream's workloads' victims are all such pods)."""
     for finalizers, patched in (([], False), (["example.com/hold"], True)):
         sched, inf, client = with_removal("evict")
+        fake_time(sched)  # no informer removes the victim here: its preemptor's wait runs on a fake clock
         inf.on_node("ADDED", raw_node("n1", cpu="2"))
         victim = running("low", "n1", "2", 5)
         victim["spec"]["terminationGracePeriodSeconds"] = 0
@@ -591,17 +595,23 @@ async def test_a_victim_the_eviction_removes_outright_is_not_patched_after_it() 
 
 
 async def test_the_preemptor_waits_for_its_victims_deletions_before_its_next_attempt() -> None:
-    """The evictions returned, but the informers have not yet seen the victim go: activated now,
-    the preemptor would be tried against a cache that still holds its victim and fail again (a
-    third attempt per pod in upstream's GangPreemptionBasic). The deletion moves it, as in kube."""
+    """The eviction returned, but the informers see the victim go only later: activated at once,
+    the preemptor would be tried against a cache that still holds its victim and rejected again
+    (2.70 attempts per pod in upstream's GangPreemptionBasic against kube's 2.00)."""
     sched, inf, client = with_removal("evict")
-    victims = two_full_nodes(inf)
+    victims = two_full_nodes(inf, grace_zero=True)
+    handle = sched.frameworks[NAME].handle
+    evict = client.evict_pod
+
+    async def evict_seen_later(pod: Pod) -> None:
+        await evict(pod)
+        asyncio.get_running_loop().call_later(0.2, gone, inf, victims[pod.name])
+
+    client.evict_pod = evict_seen_later  # type: ignore[method-assign]
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
-    await run_queue(sched)
+    await run_queue(sched)  # returns once the preemption's tasks have ended
     assert client.evicted == ["ns/low"]
-    assert not plugin(sched).executor.is_running("uid-vip")
-    assert sched.queue.where("uid-vip") == "unschedulable"
-    gone(inf, victims["low"])
+    assert not handle.pod_exists(Pod.from_raw(victims["low"]))  # it waited for the deletion
     assert sched.queue.where("uid-vip") in ("active", "backoff")
     sched.queue.activate(["uid-vip"])  # past its backoff
     await run_queue(sched)
@@ -609,11 +619,27 @@ async def test_the_preemptor_waits_for_its_victims_deletions_before_its_next_att
     assert len(client.failed_scheduling()) == 1
 
 
+async def test_a_preemptor_whose_victim_never_goes_is_activated_after_the_wait() -> None:
+    """A victim the informers keep seeing (its graceful termination, a lost watch) does not strand
+    the preemptor: it is activated after VICTIM_WAIT_SECONDS."""
+    from plugins.defaultpreemption.executor import VICTIM_WAIT_SECONDS
+
+    sched, inf, client = with_removal("evict")
+    time = fake_time(sched)
+    two_full_nodes(inf, grace_zero=True)
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    assert VICTIM_WAIT_SECONDS <= sum(time.slept) < VICTIM_WAIT_SECONDS + 1
+    assert sched.queue.where("uid-vip") in ("active", "backoff")
+
+
 async def test_deletions_seen_while_the_preemptor_was_held_back_activate_it_at_the_end() -> None:
     """The informers saw the victim go while PreEnqueue still held the preemptor (the deletion's
     event then moves nothing): the end of the preemption activates it, or it would stay pending."""
     sched, inf, client = with_removal("evict")
-    victims = two_full_nodes(inf)
+    time = fake_time(sched)
+    victims = two_full_nodes(inf, grace_zero=True)
     evict = client.evict_pod
 
     async def evict_and_observe(pod: Pod) -> None:
@@ -625,6 +651,7 @@ async def test_deletions_seen_while_the_preemptor_was_held_back_activate_it_at_t
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     assert client.evicted == ["ns/low"]
+    assert time.slept == []  # nothing left to wait for
     await run_queue(sched)
     assert client.bindings == {"ns/vip": "n2"}
 
@@ -634,36 +661,39 @@ async def test_a_victim_rejected_in_memory_activates_the_preemptor() -> None:
     from scheduler.framework.runtime import WaitingPod
 
     sched, inf, client = with_removal("delete")
-    victims = two_full_nodes(inf)
+    time = fake_time(sched)
+    victims = two_full_nodes(inf, grace_zero=True)
     handle = sched.frameworks[NAME].handle
     low = Pod.from_raw(victims["low"])
     handle.waiting_pods[low.uid] = WaitingPod(low, {"Gate": 60.0})
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     assert client.deleted == []
+    assert time.slept == []  # not waited for: no deletion will come
     assert sched.queue.where("uid-vip") in ("active", "backoff")
 
 
-async def test_a_preemptor_gated_while_its_victims_go_still_moves_on_their_deletion() -> None:
-    """Another event moved the preemptor while its preemption ran, and PreEnqueue gated it: it keeps
-    NodeResourcesFit among its rejectors (kube adds the gating plugin to them), so the victim's
-    deletion, seen after the preemption ended, still moves it rather than leaving it gated."""
+async def test_a_preemptor_gated_while_its_victims_go_is_activated_when_they_are_seen_gone() -> None:
+    """Another event moved the preemptor while its preemption ran and PreEnqueue gated it; the
+    victim's deletion, seen after the preemption ended, does not move a pod DefaultPreemption
+    gates (its hint skips): the wait for the victims activates it."""
     sched, inf, client = with_removal("evict")
-    victims = two_full_nodes(inf)
+    victims = two_full_nodes(inf, grace_zero=True)
     inf.on_node("ADDED", raw_node("n3", cpu="1"))
     tiny = running("tiny", "n3", "100m", 1)
     inf.on_pod("ADDED", tiny)
     evict = client.evict_pod
+    gated: list[str | None] = []
 
     async def evict_while_another_pod_goes(pod: Pod) -> None:
         await evict(pod)
         gone(inf, tiny)  # moves the preemptor: NodeResourcesFit's hint queues it, PreEnqueue gates it
-        await asyncio.sleep(0)
+        gated.append(sched.queue.where("uid-vip"))
+        asyncio.get_running_loop().call_later(0.1, gone, inf, victims[pod.name])
 
     client.evict_pod = evict_while_another_pod_goes  # type: ignore[method-assign]
     inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
     await run_queue(sched)
     assert client.evicted == ["ns/low"]
-    assert sched.queue.where("uid-vip") == "gated"
-    gone(inf, victims["low"])
+    assert gated == ["gated"]
     assert sched.queue.where("uid-vip") in ("active", "backoff")
