@@ -57,10 +57,11 @@ MAX_EVICTION_TIMEOUT_SECONDS = 300
 # disruption is allowed now); each attempt is one cheap POST.
 EVICTION_RETRY_SECONDS = 1.0
 # After victims were removed outright, how long their preemptor waits for the informers to see
-# them go before it is activated anyway, and how often it looks.
+# them go before it is activated anyway, and how often it looks: at 0.5 s between looks a
+# deletion was acted on up to half a second late (PreemptionPVs' attempt p99 doubled).
 VICTIM_WAIT_SECONDS = 10.0
 VICTIM_POLL_FIRST_SECONDS = 0.005
-VICTIM_POLL_MAX_SECONDS = 0.5
+VICTIM_POLL_MAX_SECONDS = 0.02
 # Event on the preemptor when a victim's eviction is refused by a PodDisruptionBudget.
 EVICTION_BLOCKED = "EvictionBlocked"
 # scheduler_preemption_evictions_total{result}

@@ -697,3 +697,27 @@ async def test_a_preemptor_gated_while_its_victims_go_is_activated_when_they_are
     assert client.evicted == ["ns/low"]
     assert gated == ["gated"]
     assert sched.queue.where("uid-vip") in ("active", "backoff")
+
+
+async def test_a_preemptor_is_activated_within_20_ms_of_its_victims_leaving_the_informers() -> None:
+    """The wait looks at the informers often: a deletion seen just after a look is not acted on
+    hundreds of milliseconds late (attempt p99 953 against 459 ms in PreemptionPVs with 0.5 s)."""
+    sched, inf, client = with_removal("evict")
+    time = fake_time(sched)
+    victims = two_full_nodes(inf, grace_zero=True)
+    executor = plugin(sched).executor
+    deleted_at = time.now + 0.16
+    seen: list[float] = []
+
+    async def sleep_while_the_victim_goes(seconds: float) -> None:
+        await time.sleep(seconds)
+        if not seen and time.now >= deleted_at:
+            seen.append(time.now)
+            gone(inf, victims["low"])
+
+    executor.sleep = sleep_while_the_victim_goes
+    inf.on_pod("ADDED", raw_pod("vip", cpu="2", priority=100))
+    await run_queue(sched)
+    assert client.evicted == ["ns/low"]
+    assert seen and seen[0] - deleted_at <= 0.02 + 1e-9
+    assert time.now == seen[0]  # activated at the first look after the deletion
