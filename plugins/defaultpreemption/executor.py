@@ -3,9 +3,9 @@
 For one preemptor at a time per task: clear the nominations of lower-priority pods nominated to
 the node, then remove every victim that is not already terminating, in the way `victimRemoval`
 says. While a preemptor's task runs, PreEnqueue keeps it out of activeQ; it is activated once
-the informers have seen its victims go (at once when none will: an error, a victim rejected at
-Permit). Writes only through the ApiClient; never touches the snapshot or the queue except
-through the handle.
+the informers have seen its removed-outright victims go, at once otherwise (victims taking their
+grace period, an error, a victim rejected at Permit). Writes only through the ApiClient; never
+touches the snapshot or the queue except through the handle.
 
 Evictions a PodDisruptionBudget refuses are retried until one budget per preemption,
 `evictionTimeoutSeconds`, is spent — never sleeping past it, whatever Retry-After asks — and
@@ -57,8 +57,8 @@ MAX_EVICTION_TIMEOUT_SECONDS = 300
 # disruption is allowed now); each attempt is one cheap POST.
 EVICTION_RETRY_SECONDS = 1.0
 # After victims were removed outright, how long their preemptor waits for the informers to see
-# them go before it is activated anyway, and how often it looks: at 0.5 s between looks a
-# deletion was acted on up to half a second late (PreemptionPVs' attempt p99 doubled).
+# them go before it is activated anyway, and how often it looks (a deletion is acted on at most
+# one look late).
 VICTIM_WAIT_SECONDS = 10.0
 VICTIM_POLL_FIRST_SECONDS = 0.005
 VICTIM_POLL_MAX_SECONDS = 0.02
@@ -182,10 +182,10 @@ class Executor:
             outcomes = await asyncio.gather(
                 *(self._preempt(candidate, preemptor, v, deadline) for v in victims), return_exceptions=True
             )
-            for victim, removed in zip(victims, outcomes, strict=True):
-                if removed is True:
+            for victim, rejected_in_memory in zip(victims, outcomes, strict=True):
+                if rejected_in_memory is True:
                     in_memory = True
-                if isinstance(removed, BaseException):
+                if isinstance(rejected_in_memory, BaseException):
                     result = "error"
                     log.warning(
                         "preempting a victim failed",
@@ -193,7 +193,7 @@ class Executor:
                         victim=victim.key,
                         node=candidate.node,
                         victim_removal=self.victim_removal,
-                        error=str(removed),
+                        error=str(rejected_in_memory),
                     )
         finally:
             self.preempting.discard(preemptor.uid)
