@@ -182,10 +182,10 @@ class Executor:
             outcomes = await asyncio.gather(
                 *(self._preempt(candidate, preemptor, v, deadline) for v in victims), return_exceptions=True
             )
-            for victim, rejected_in_memory in zip(victims, outcomes, strict=True):
-                if rejected_in_memory is True:
+            for victim, outcome in zip(victims, outcomes, strict=True):
+                if outcome is True:  # rejected at Permit, in memory
                     in_memory = True
-                if isinstance(rejected_in_memory, BaseException):
+                if isinstance(outcome, BaseException):
                     result = "error"
                     log.warning(
                         "preempting a victim failed",
@@ -193,7 +193,7 @@ class Executor:
                         victim=victim.key,
                         node=candidate.node,
                         victim_removal=self.victim_removal,
-                        error=str(rejected_in_memory),
+                        error=str(outcome),
                     )
         finally:
             self.preempting.discard(preemptor.uid)
