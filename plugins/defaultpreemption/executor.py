@@ -182,10 +182,10 @@ class Executor:
             outcomes = await asyncio.gather(
                 *(self._preempt(candidate, preemptor, v, deadline) for v in victims), return_exceptions=True
             )
-            for victim, outcome in zip(victims, outcomes, strict=True):
-                if outcome is True:  # rejected at Permit, in memory
+            for victim, victim_outcome in zip(victims, outcomes, strict=True):
+                if victim_outcome is True:  # rejected at Permit, in memory
                     in_memory = True
-                if isinstance(outcome, BaseException):
+                if isinstance(victim_outcome, BaseException):
                     result = "error"
                     log.warning(
                         "preempting a victim failed",
@@ -193,7 +193,7 @@ class Executor:
                         victim=victim.key,
                         node=candidate.node,
                         victim_removal=self.victim_removal,
-                        error=str(outcome),
+                        error=str(victim_outcome),
                     )
         finally:
             self.preempting.discard(preemptor.uid)
