@@ -146,6 +146,9 @@ class SideRun:
     groups: list[GroupObservation] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    # Why kube-scheduler's run of this scenario was played again: its own queue raced (see
+    # run.py's queue_race); the run compared is the last one.
+    reruns: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -344,6 +347,7 @@ class ScenarioResult:
     pods: tuple[PodComparison, ...] = ()
     error: str = ""
     groups: tuple[GroupComparison, ...] = ()
+    reruns: tuple[str, ...] = ()  # why kube-scheduler's run was played again (SideRun.reruns)
 
     @property
     def agrees(self) -> bool:

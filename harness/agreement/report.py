@@ -161,7 +161,13 @@ class AgreementReport:
         diffs = self._diffs()
         if diffs:
             lines += ["", "disagreements and errors:", *diffs]
+        reruns = self._reruns()
+        if reruns:
+            lines += ["", "kube-scheduler runs played again:", *reruns]
         return "\n".join(lines)
+
+    def _reruns(self) -> list[str]:
+        return [f"{r.scenario.name}: {reason}" for r in self.results for reason in r.reruns]
 
     def markdown(self) -> str:
         version = pinned_versions()["K8S_VERSION"]
@@ -225,6 +231,16 @@ class AgreementReport:
                 "",
             ]
             out += [f"- {plugin}: {count}" for plugin, count in sorted(by_plugin.items())] or ["- none"]
+        reruns = self._reruns()
+        if reruns:
+            out += ["", "## kube-scheduler runs played again", ""]
+            out += [
+                "A run of kube-scheduler in which its queue began a pod group's cycle before all the members it",
+                "already held had joined (harness/agreement/run.py `queue_race`) is played again; the last run is",
+                "the one compared, and a scenario whose every run raced is an error.",
+                "",
+            ]
+            out += [f"- {line}" for line in reruns]
         post_filter = sorted({p.post_filter for r in self.compared for p in r.pods if p.post_filter})
         if post_filter:
             out += ["", "## kube-scheduler's PostFilter parts (not compared)", ""]

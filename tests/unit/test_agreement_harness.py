@@ -28,7 +28,7 @@ from harness.agreement.compare import (
     split_post_filter,
 )
 from harness.agreement.report import AgreementReport, RunInfo, publish
-from harness.agreement.run import queued_pod_count
+from harness.agreement.run import queue_race, queued_pod_count
 from harness.agreement.scenarios import (
     ActionStep,
     GroupStep,
@@ -226,6 +226,39 @@ def test_kube_schedulers_queue_dump_is_counted_once_written() -> None:
     assert queued_pod_count(head + " pods=<\n" + pods[0]) is None
     assert queued_pod_count(head) is None
     assert queued_pod_count(head + ' pods=""\n') == 0
+
+
+def test_queue_race_is_read_from_kube_schedulers_log() -> None:
+    """gang-competing-min-count-partial once disagreed because kube-scheduler's AddPodGroup let its
+    loop take group a with two of its three members (queued before the PodGroup); the third was
+    parked as a pending pod-group pod and bound alone later. That line names the race; a member
+    parked in a group not created after its members, or another scenario's pod, does not."""
+    parked = (
+        'I1204 14:42:07.118204   4242 scheduling_queue.go:917] "Pod added to pending pod group pods, '
+        'waiting for its root group to be requeued" rootType="podgroup" root="s-gang/a" pod="s-gang/a-2"\n'
+    )
+    other = (
+        'I1204 14:42:07.117001   4242 scheduling_queue.go:936] "Pod was added to root group as the first '
+        'member pod" rootType="podgroup" root="s-gang/a" pod="s-gang/a-0"\n'
+    )
+    log = other + parked
+    said = queue_race(log, ["s-gang/a-0", "s-gang/a-1", "s-gang/a-2"])
+    assert said is not None and "s-gang/a-2" in said and "a-0" not in said
+    assert queue_race(other, ["s-gang/a-0", "s-gang/a-1", "s-gang/a-2"]) is None
+    assert queue_race(log, ["s-gang/b-0", "s-gang/b-1"]) is None
+    assert queue_race("", ["s-gang/a-2"]) is None
+
+
+def test_the_report_lists_kube_runs_played_again() -> None:
+    """A scenario whose kube-scheduler run was played again says so in RESULTS.md and the text."""
+    scenario = parse_scenario("raced", {"nodes": [{"name": "n1"}], "pods": [{"name": "p"}]})
+    why = "kube-scheduler's queue began a pod group's cycle without ns/a-2"
+    info = RunInfo("2026-12-04 15:40 UTC", "abc1234")
+    report = AgreementReport([ScenarioResult(scenario, "compared", reruns=(why,))], 1.0, (), info)
+    assert f"- raced: {why}" in report.markdown()
+    assert f"raced: {why}" in report.text()
+    plain = AgreementReport([ScenarioResult(scenario, "compared")], 1.0, (), info)
+    assert "played again" not in plain.markdown() and "played again" not in plain.text()
 
 
 @pytest.mark.parametrize(
