@@ -161,25 +161,47 @@ class QueueRace(Exception):
     it: the run does not show what it does with the whole group, so it is played again."""
 
 
-# kube-scheduler v1.37.2's AddPodGroup moves a new PodGroup's queued members into the activeQ one at
-# a time, waking the scheduling loop at the first, and Pop takes only the activeQ's lock: the loop
-# may take the group with some of its members, and those left are logged as parked until the group
-# comes back ("pending pod group pods"). In a step whose members were all queued before their PodGroup
-# was created, such a line means that race happened (ours adds them all before its loop runs again).
-_PARKED_MEMBER = re.compile(r'"Pod added to pending pod group pods[^"]*"(?: \w+="[^"]*")*? pod="([^"]+)"')
+# kube-scheduler v1.37.2's AddPodGroup moves a new PodGroup's queued members into its group one at a
+# time under the queue's lock, waking the scheduling loop at the first; Pop takes only the activeQ's
+# lock, so the loop may take the group before the rest have joined, and they are parked until the
+# group comes back. Its -v=5 lines show it: after "Pod was added to root group as the first member
+# pod" for a group, each other member is "Pod added to existing root group info" and the burst ends
+# with "Pod Group was added to the root group ..."; a member "added to pending pod group pods" inside
+# that burst is one the cycle went without. (The same pending line at other times is ordinary: a
+# member's status update arriving while its group's cycle runs.) Ours adds them all before its loop
+# runs again.
+_KLOG_QUEUE_LINE = re.compile(r'^\S+ \S+\s+\d+ scheduling_queue\.go:\d+\] "([^"]*)"(.*)$')
+_KLOG_FIELD = re.compile(r'(\w+)="([^"]*)"')
 QUEUE_RACE_ATTEMPTS = 3
 
 
 def queue_race(log: str, members: Sequence[str]) -> str | None:
-    """Which of `members` (namespace/name) kube-scheduler's log text says were parked outside their
-    group's first cycle, as one line for the report; None when none was."""
+    """Which of `members` (namespace/name) kube-scheduler's log text says its queue left out of the
+    group it was building when its loop took the group (see above), as one line for the report;
+    None when none was."""
     wanted = set(members)
-    parked = sorted({m for m in _PARKED_MEMBER.findall(log) if m in wanted})
+    building: str | None = None  # the group AddPodGroup is filling, while its burst lasts
+    parked: set[str] = set()
+    for line in log.splitlines():
+        found = _KLOG_QUEUE_LINE.match(line)
+        if found is None:
+            continue
+        message, fields = found.group(1), dict(_KLOG_FIELD.findall(found.group(2)))
+        root = fields.get("root")
+        if message == "Pod was added to root group as the first member pod":
+            building = root
+        elif building is not None and root == building and message.startswith("Pod added to existing root group"):
+            continue
+        elif building is not None and root == building and message.startswith("Pod added to pending pod group pods"):
+            if fields.get("pod") in wanted:
+                parked.add(fields["pod"])
+        else:
+            building = None
     if not parked:
         return None
     return (
-        f"kube-scheduler's queue began a pod group's cycle without {', '.join(parked)} (queued before "
-        "their PodGroup; AddPodGroup's race)"
+        f"kube-scheduler's queue began a pod group's cycle without {', '.join(sorted(parked))} (queued "
+        "before their PodGroup; AddPodGroup's race)"
     )
 
 

@@ -228,25 +228,58 @@ def test_kube_schedulers_queue_dump_is_counted_once_written() -> None:
     assert queued_pod_count(head + ' pods=""\n') == 0
 
 
+def _queue_line(at: str, line: int, message: str, fields: str) -> str:
+    return f'I1204 15:19:{at}   29750 scheduling_queue.go:{line}] "{message}" {fields}\n'
+
+
 def test_queue_race_is_read_from_kube_schedulers_log() -> None:
     """gang-competing-min-count-partial once disagreed because kube-scheduler's AddPodGroup let its
-    loop take group a with two of its three members (queued before the PodGroup); the third was
-    parked as a pending pod-group pod and bound alone later. That line names the race; a member
-    parked in a group not created after its members, or another scenario's pod, does not."""
-    parked = (
-        'I1204 14:42:07.118204   4242 scheduling_queue.go:917] "Pod added to pending pod group pods, '
-        'waiting for its root group to be requeued" rootType="podgroup" root="s-gang/a" pod="s-gang/a-2"\n'
+    loop take group a with two of its three members (all queued before the PodGroup); the third was
+    parked as a pending pod-group pod and bound alone later. Lines as kube-scheduler v1.37.2 logs
+    them at -v=5: the race is a member parked inside AddPodGroup's burst; the same parking line
+    after the burst (a member's status update while its group's cycle runs) is not."""
+    first = _queue_line(
+        "01.324931",
+        927,
+        "Pod was added to root group as the first member pod",
+        'rootType="podgroup" root="default/a" pod="default/a-0"',
     )
-    other = (
-        'I1204 14:42:07.117001   4242 scheduling_queue.go:936] "Pod was added to root group as the first '
-        'member pod" rootType="podgroup" root="s-gang/a" pod="s-gang/a-0"\n'
+    joined = _queue_line(
+        "01.324967",
+        960,
+        "Pod added to existing root group info",
+        'rootType="podgroup" root="default/a" pod="default/a-1" queue="Active"',
     )
-    log = other + parked
-    said = queue_race(log, ["s-gang/a-0", "s-gang/a-1", "s-gang/a-2"])
-    assert said is not None and "s-gang/a-2" in said and "a-0" not in said
-    assert queue_race(other, ["s-gang/a-0", "s-gang/a-1", "s-gang/a-2"]) is None
-    assert queue_race(log, ["s-gang/b-0", "s-gang/b-1"]) is None
-    assert queue_race("", ["s-gang/a-2"]) is None
+    parked = _queue_line(
+        "01.324993",
+        918,
+        "Pod added to pending pod group pods, waiting for its root group to be requeued",
+        'podGroupType="podgroup" podGroup="default/a" pod="default/a-2" rootType="podgroup" root="default/a"',
+    )
+    done = _queue_line(
+        "01.324996",
+        1597,
+        "Pod Group was added to the root group and its pods were attempted to be moved from "
+        "incompletePodGroupPods to the queue",
+        'rootType="podgroup" root="default/a" podGroup="default/a" podsLen=3',
+    )
+    in_flight = _queue_line(
+        "01.328128", 1954, "Event received while entities are in flight", 'event="scheduling.k8s.io/PodGroupAdd"'
+    )
+    scored = (
+        'I1204 15:19:01.325401   29750 schedule_one.go:984] "Plugin scored node for pod" podGroupType="podgroup" '
+        'podGroup="default/a" pod="default/a-0" plugin="TaintToleration" node="n1" score=300\n'
+    )
+    members = ["default/a-0", "default/a-1", "default/a-2"]
+    raced = queue_race(first + scored + joined + parked + done, members)
+    assert raced is not None and "default/a-2" in raced and "a-0" not in raced and "a-1" not in raced
+    # All joined in the burst; a-2's status update parks it later, while the cycle runs.
+    a2_joined = joined.replace("a-1", "a-2")
+    assert queue_race(first + joined + a2_joined + done + in_flight + parked, members) is None
+    assert queue_race(first + joined + a2_joined + done + parked, members) is None
+    # Only the members asked about (those queued before their PodGroup) count.
+    assert queue_race(first + joined + parked + done, ["default/b-0"]) is None
+    assert queue_race("", members) is None
 
 
 def test_the_report_lists_kube_runs_played_again() -> None:
