@@ -261,7 +261,7 @@ class Scheduler:
         """assume → Reserve → Permit, then the binding cycle as a task (kube's prepareForBindingCycle
         and `go runBindingCycle`). A refusal is undone and reported here. True once binding started."""
         pod = info.pod
-        assumed = dataclasses.replace(pod, node_name=host)
+        assumed = pod.on_node(host)
         try:
             self.cache.assume_pod(assumed)
         except Exception as exc:

@@ -400,7 +400,7 @@ class PodGroupCycle:
         except Exception as exc:
             result.status = Status.as_error(exc)
             return result
-        assumed = dataclasses.replace(pod, node_name=host)
+        assumed = pod.on_node(host)
         try:
             sched.cache.assume_pod(assumed)
         except Exception as exc:
@@ -588,7 +588,7 @@ class _Simulation:
         if found is not None and found[0] is pod:
             assumed = found[1]
         else:
-            assumed = dataclasses.replace(pod, node_name=host)
+            assumed = pod.on_node(host)
             self._placed[(pod.uid, host)] = (pod, assumed)
         sched.cache.assume_pod(assumed)
         nominated = sched.nominator.nominated_node(pod.uid)

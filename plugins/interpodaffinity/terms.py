@@ -78,6 +78,9 @@ class PodTerms:
         return any(not t.namespace_selector.nothing for t in every)
 
     def with_namespaces_resolved(self, namespaces: NamespaceLister) -> PodTerms:
+        if self is NO_TERMS:
+            return self
+
         def weighted(terms: Iterable[WeightedTerm]) -> tuple[WeightedTerm, ...]:
             return tuple(WeightedTerm(w.term.with_namespaces_resolved(namespaces), w.weight) for w in terms)
 
@@ -133,6 +136,8 @@ def preferred_terms(pod: Pod, kind: str) -> tuple[WeightedTerm, ...]:
 
 def parse_pod_terms(pod: Pod) -> tuple[PodTerms, list[str]]:
     """All four kinds of terms, and an error per kind that failed to parse (that kind is left empty)."""
+    if not pod.has_pod_affinity:
+        return NO_TERMS, []  # neither podAffinity nor podAntiAffinity: nothing to parse
     errors: list[str] = []
     parsed: dict[str, Any] = {}
     for field, parse, kind, label in (

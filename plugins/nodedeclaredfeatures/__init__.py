@@ -48,6 +48,8 @@ class _PreFilterState:
 
 
 PRE_FILTER_KEY: StateKey[_PreFilterState] = StateKey("PreFilter" + NAME)
+# Pod versions whose inferred features are kept; past it the cache starts again.
+_REQUIRED_CACHE_LIMIT = 4096
 
 
 class NodeDeclaredFeatures:
@@ -55,14 +57,29 @@ class NodeDeclaredFeatures:
 
     def __init__(self, registry: Registry = DEFAULT_REGISTRY) -> None:
         self.registry = registry
+        # The features each pod version needs, inferred once: a gang's member is pre-filtered once
+        # per placement tried (TopologyAwareScheduling: 50 racks), and every spec walk costs.
+        self._features_of: dict[tuple[str, str], frozenset[str]] = {}
+
+    def _required_by(self, pod: Pod) -> frozenset[str]:
+        if not pod.resource_version:
+            return self.registry.infer_for_pod_scheduling(pod.spec)
+        key = (pod.uid, pod.resource_version)
+        required = self._features_of.get(key)
+        if required is None:
+            required = self.registry.infer_for_pod_scheduling(pod.spec)
+            if len(self._features_of) >= _REQUIRED_CACHE_LIMIT:
+                self._features_of.clear()
+            self._features_of[key] = required
+        return required
 
     def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
-        return ((signing.FEATURES, tuple(sorted(self.registry.infer_for_pod_scheduling(pod.spec)))),), None
+        return ((signing.FEATURES, tuple(sorted(self._required_by(pod)))),), None
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        required = self.registry.infer_for_pod_scheduling(pod.spec)
+        required = self._required_by(pod)
         if not required:
             return None, Status(Code.SKIP, plugin=NAME)
         state.write(PRE_FILTER_KEY, _PreFilterState(required))

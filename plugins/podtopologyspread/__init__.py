@@ -22,7 +22,14 @@ from plugins.helper import (
 )
 from plugins.podtopologyspread.common import NAME as NAME
 from plugins.podtopologyspread.common import pod_constraints
-from plugins.podtopologyspread.constraints import DO_NOT_SCHEDULE, HONOR, SpreadConstraint, has_all_topology_keys
+from plugins.podtopologyspread.constraints import (
+    DO_NOT_SCHEDULE,
+    HONOR,
+    SCHEDULE_ANYWAY,
+    SpreadConstraint,
+    has_all_topology_keys,
+    parse_constraints,
+)
 from plugins.podtopologyspread.defaults import PodTopologySpreadArgs, WorkloadLister, parse_args
 from plugins.podtopologyspread.filtering import Filtering, filter_batch, filter_node, update_counts
 from plugins.podtopologyspread.scoring import Scoring, normalize_batch, normalize_scores, score_batch, score_node
@@ -53,6 +60,16 @@ class PodTopologySpread(CountingPreFilterExtensions):
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle, workloads: WorkloadLister | None = None) -> None:
         self.default_constraints = args.default_constraints
         self.workloads = workloads
+        # The defaults parsed once per whenUnsatisfiable, when none reads the pod's labels
+        # (matchLabelKeys); else parsed for each pod. A malformed one is left to parse (and fail) per pod.
+        self._parsed_defaults: dict[str, list[SpreadConstraint]] = {}
+        if not any(c.get("matchLabelKeys") for c in self.default_constraints):
+            for action in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+                try:
+                    self._parsed_defaults[action] = parse_constraints(self.default_constraints, {}, action)
+                except SelectorError:
+                    self._parsed_defaults.clear()
+                    break
         self._filtering = Filtering(handle, self.constraints)
         self._scoring = Scoring(handle, self.constraints, args.system_defaulted)
 
@@ -65,7 +82,8 @@ class PodTopologySpread(CountingPreFilterExtensions):
 
     def constraints(self, pod: Pod, action: str) -> list[SpreadConstraint]:
         """The pod's own constraints with this whenUnsatisfiable, or the defaults (raises SelectorError)."""
-        return pod_constraints(pod, action, self.default_constraints, self.workloads)
+        parsed = self._parsed_defaults.get(action)
+        return pod_constraints(pod, action, self.default_constraints, self.workloads, parsed)
 
     # ---- PreFilter / Filter ------------------------------------------------------------
 

@@ -21,19 +21,28 @@ NAME = "PodTopologySpread"
 
 
 def pod_constraints(
-    pod: Pod, action: str, default_constraints: Sequence[Mapping[str, Any]], workloads: WorkloadLister | None
+    pod: Pod,
+    action: str,
+    default_constraints: Sequence[Mapping[str, Any]],
+    workloads: WorkloadLister | None,
+    parsed_defaults: Sequence[SpreadConstraint] | None = None,
 ) -> list[SpreadConstraint]:
     """The pod's own constraints with this whenUnsatisfiable, or the defaults when it declares none.
 
     Defaults apply only with a workload lister and when some Service or controller selects
-    the pod (their selectors replace the constraints' own). Raises SelectorError.
+    the pod (their selectors replace the constraints' own). `parsed_defaults`: the defaults with
+    this whenUnsatisfiable already parsed (they read no pod label: no matchLabelKeys). Raises
+    SelectorError.
     """
     own: Sequence[Mapping[str, Any]] = pod.spec.get("topologySpreadConstraints") or ()
     if own:
         return parse_constraints(own, pod.labels, action)
     if not default_constraints or workloads is None:
         return []
-    defaults = parse_constraints(default_constraints, pod.labels, action)
+    if parsed_defaults is not None:
+        defaults = list(parsed_defaults)
+    else:
+        defaults = parse_constraints(default_constraints, pod.labels, action)
     if not defaults:
         return []
     selector = default_selector(pod, workloads)

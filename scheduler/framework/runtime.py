@@ -12,7 +12,6 @@ exceptions are the binding cycle's to log: it runs after the Binding is final.)
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -824,7 +823,7 @@ class Framework:
             return found[1]
         if len(self._placed) >= PLACED_MEMO_SIZE:
             self._placed.clear()
-        placed = dataclasses.replace(pod, node_name=node_name)
+        placed = pod.on_node(node_name)
         self._placed[key] = (pod, placed)
         return placed
 

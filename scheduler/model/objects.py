@@ -11,7 +11,7 @@ every integer in a Resource is an int64, so no table or sum downstream has to ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -244,6 +244,16 @@ class Pod:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    def on_node(self, node_name: str) -> Pod:
+        """This pod placed on `node_name` (assumed there, or a filter's dry run): what
+        dataclasses.replace(pod, node_name=...) gives, without running __init__ over every field
+        (a gang member is placed once per placement tried)."""
+        placed = object.__new__(Pod)
+        for name in _POD_FIELDS:
+            object.__setattr__(placed, name, getattr(self, name))
+        object.__setattr__(placed, "node_name", node_name)
+        return placed
+
     @property
     def spec(self) -> Raw:
         spec: Raw = self.raw.get("spec") or {}
@@ -293,6 +303,8 @@ class Pod:
             started=_start_time(raw),
         )
 
+
+_POD_FIELDS = tuple(f.name for f in fields(Pod))
 
 # (hostIP, protocol, hostPort), as kube's HostPortInfo keys a node's used ports.
 HostPort = tuple[str, str, int]

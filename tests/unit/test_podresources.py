@@ -438,3 +438,28 @@ def test_an_invalid_pod_is_refused_with_its_own_name_every_time() -> None:
     for name in ("p1", "p2"):
         with pytest.raises(InvalidObject, match=f"pod ns/{name}: spec.containers"):
             Pod.from_raw({**bad, "metadata": {"name": name, "namespace": "ns"}})
+
+
+def test_on_node_is_replace_with_node_name() -> None:
+    """Pod.on_node (the assume path's copy) equals dataclasses.replace(pod, node_name=...) on every
+    field, those left out of == included; the original is untouched."""
+    import dataclasses
+
+    from scheduler.testing.builders import make_pod
+
+    pod = (
+        make_pod("p")
+        .label("app", "web")
+        .priority(7)
+        .req(cpu="500m", memory="1Gi")
+        .toleration("k", "v", "NoSchedule")
+        .pod_anti_affinity({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"})
+        .start_time(5)
+        .obj()
+    )
+    placed = pod.on_node("n1")
+    wanted = dataclasses.replace(pod, node_name="n1")
+    for field in dataclasses.fields(Pod):
+        assert getattr(placed, field.name) == getattr(wanted, field.name), field.name
+    assert placed.node_name == "n1" and pod.node_name == ""
+    assert placed.raw is pod.raw and placed.has_required_anti_affinity

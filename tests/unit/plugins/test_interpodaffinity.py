@@ -1250,3 +1250,17 @@ def test_namespace_selector_terms_take_the_kept_counts_and_the_batch_filter() ->
     namespaces["init-1"] = {"team": "devops"}
     assert verdicts(2) == [ANTI, ANTI, None, None]
     assert len(plugin._filtering._counts._entries) == 3
+
+
+def test_a_pod_without_pod_affinity_parses_to_no_terms_without_parsing() -> None:
+    """parse_pod_terms answers NO_TERMS at once for a pod with neither podAffinity nor
+    podAntiAffinity (node affinity alone included), and resolving its namespaces keeps it."""
+    from plugins.interpodaffinity.terms import NO_TERMS, parse_pod_terms
+
+    plain = make_pod("p").label("app", "web").node_affinity_in("zone", ["z1"]).obj()
+    terms, errors = parse_pod_terms(plain)
+    assert terms is NO_TERMS and errors == []
+    assert terms.with_namespaces_resolved(lambda selector: frozenset()) is NO_TERMS  # type: ignore[arg-type]
+    anti = make_pod("q").pod_anti_affinity({"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"})
+    parsed, errors = parse_pod_terms(anti.obj())
+    assert errors == [] and len(parsed.required_anti_affinity) == 1 and parsed is not NO_TERMS

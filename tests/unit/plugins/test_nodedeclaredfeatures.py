@@ -233,3 +233,31 @@ def test_pod_needing_a_feature_lands_only_on_declaring_nodes() -> None:
     assert plugin.filter(state, pod, yes) is None
     status = plugin.filter(state, pod, no)
     assert status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def test_features_are_inferred_once_per_pod_version() -> None:
+    """A pod version's required features are inferred once (a gang member is pre-filtered once per
+    placement); a new resourceVersion is inferred again, and a pod without one every time."""
+    calls: list[int] = []
+
+    def counted(spec: Any) -> bool:
+        calls.append(1)
+        return bool(spec.get("hostNetwork"))
+
+    plugin = NodeDeclaredFeatures(Registry([Feature(FEATURE_1, counted)]))
+    pod = make_pod("p").spec(hostNetwork=True).obj()
+    pod.raw["metadata"]["resourceVersion"] = "1"
+    pod = type(pod).from_raw(pod.raw)
+    for _ in range(3):
+        state = CycleState()
+        assert plugin.pre_filter(state, pod, []) == (None, None)
+        assert state.get(PRE_FILTER_KEY) == _PreFilterState(frozenset({FEATURE_1}))
+    assert len(calls) == 1
+    changed = dict(pod.raw, metadata={**pod.raw["metadata"], "resourceVersion": "2"}, spec={})
+    assert plugin.pre_filter(CycleState(), type(pod).from_raw(changed), [])[1].code == Code.SKIP  # type: ignore[union-attr]
+    assert len(calls) == 2
+    unversioned = make_pod("q").spec(hostNetwork=True).obj()
+    assert unversioned.resource_version == ""
+    plugin.pre_filter(CycleState(), unversioned, [])
+    plugin.pre_filter(CycleState(), unversioned, [])
+    assert len(calls) == 4

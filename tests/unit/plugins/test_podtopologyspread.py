@@ -1992,3 +1992,32 @@ def test_kept_counts_are_keyed_on_what_they_read() -> None:
         pod = builder.obj()
         assert pre_filter(pl, pod, nodes)[1] is None
     assert len(pl._filtering._counts._entries) == 1
+
+
+@pytest.mark.parametrize(
+    "default_constraints",
+    [
+        [
+            {"maxSkew": 3, "topologyKey": "node", "whenUnsatisfiable": HARD},
+            {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": SOFT, "nodeTaintsPolicy": "Honor"},
+        ],
+        [{"maxSkew": 1, "topologyKey": "node", "whenUnsatisfiable": HARD, "matchLabelKeys": ["baz"]}],
+    ],
+    ids=["label-free defaults, parsed once", "matchLabelKeys defaults, parsed per pod"],
+)
+def test_defaults_parsed_once_give_the_constraints_parsed_per_pod(default_constraints: list[dict[str, Any]]) -> None:
+    """The plugin parses label-free default constraints once per whenUnsatisfiable; the constraints
+    a pod gets are those parsed for it alone (defaults that read pod labels are parsed per pod)."""
+    from plugins.podtopologyspread.common import pod_constraints
+
+    args = {"defaultingType": "List", "defaultConstraints": default_constraints}
+    pl = plugin([], args, [SERVICE_FOO_BAR])
+    for pod in (
+        make_pod("p").label("foo", "bar").label("baz", "one").obj(),
+        make_pod("q").label("foo", "bar").label("baz", "two").obj(),
+        make_pod("r").label("other", "x").obj(),
+    ):
+        for action in (HARD, SOFT):
+            want = pod_constraints(pod, action, pl.default_constraints, pl.workloads)
+            assert pl.constraints(pod, action) == want
+    assert bool(pl._parsed_defaults) == (not any(c.get("matchLabelKeys") for c in default_constraints))
