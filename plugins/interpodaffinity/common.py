@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from plugins.interpodaffinity.terms import NO_TERMS, PodTerms, parse_pod_terms
 from scheduler.framework.interface import Handle
+from scheduler.framework.podmemo import PodVersionMemo
 from scheduler.model.objects import Pod
 
 NAME = "InterPodAffinity"
@@ -23,7 +24,7 @@ class ExistingPodTerms:
     """The parsed terms of pods already placed, and the label keys any of them selects on."""
 
     def __init__(self) -> None:
-        self._terms_cache: dict[tuple[str, str], PodTerms] = {}
+        self._terms_cache: PodVersionMemo[PodTerms] = PodVersionMemo(_TERMS_CACHE_LIMIT)
         # Label keys any existing pod's term selects on; bumped `_selector_epoch` when one is new.
         self._selector_keys: set[str] = set()
         self._selector_epoch = 0
@@ -32,15 +33,11 @@ class ExistingPodTerms:
         """An existing pod's terms; a kind that fails to parse is left empty, as the cache's PodInfo does."""
         if not pod.has_pod_affinity:
             return NO_TERMS
-        key = (pod.uid, pod.resource_version)
-        terms = self._terms_cache.get(key)
-        if terms is None:
-            terms, _ = parse_pod_terms(pod)
-            self._note_selector_keys(terms)
-            if pod.resource_version:
-                if len(self._terms_cache) >= _TERMS_CACHE_LIMIT:
-                    self._terms_cache.clear()
-                self._terms_cache[key] = terms
+        return self._terms_cache.get(pod, self._parse)
+
+    def _parse(self, pod: Pod) -> PodTerms:
+        terms, _ = parse_pod_terms(pod)
+        self._note_selector_keys(terms)
         return terms
 
     def _note_selector_keys(self, terms: PodTerms) -> None:

@@ -16,6 +16,7 @@ from plugins.helper import event_objects
 from plugins.nodedeclaredfeatures.features import DEFAULT_REGISTRY, Registry
 from scheduler.framework import signing
 from scheduler.framework.interface import Handle
+from scheduler.framework.podmemo import PodVersionMemo
 from scheduler.framework.signing import SignFragment
 from scheduler.framework.table import BoolArray, NodeTable
 from scheduler.framework.types import (
@@ -59,19 +60,13 @@ class NodeDeclaredFeatures:
         self.registry = registry
         # The features each pod version needs, inferred once: a gang's member is pre-filtered once
         # per placement tried (TopologyAwareScheduling: 50 racks), and every spec walk costs.
-        self._features_of: dict[tuple[str, str], frozenset[str]] = {}
+        self._features_of: PodVersionMemo[frozenset[str]] = PodVersionMemo(_REQUIRED_CACHE_LIMIT)
 
     def _required_by(self, pod: Pod) -> frozenset[str]:
-        if not pod.resource_version:
-            return self.registry.infer_for_pod_scheduling(pod.spec)
-        key = (pod.uid, pod.resource_version)
-        required = self._features_of.get(key)
-        if required is None:
-            required = self.registry.infer_for_pod_scheduling(pod.spec)
-            if len(self._features_of) >= _REQUIRED_CACHE_LIMIT:
-                self._features_of.clear()
-            self._features_of[key] = required
-        return required
+        return self._features_of.get(pod, self._infer)
+
+    def _infer(self, pod: Pod) -> frozenset[str]:
+        return self.registry.infer_for_pod_scheduling(pod.spec)
 
     def sign_pod(self, pod: Pod) -> tuple[Sequence[SignFragment], Status | None]:
         return ((signing.FEATURES, tuple(sorted(self._required_by(pod)))),), None

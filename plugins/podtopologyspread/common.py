@@ -39,8 +39,9 @@ def pod_constraints(
         return parse_constraints(own, pod.labels, action)
     if not default_constraints or workloads is None:
         return []
+    defaults: Sequence[SpreadConstraint]
     if parsed_defaults is not None:
-        defaults = list(parsed_defaults)
+        defaults = parsed_defaults
     else:
         defaults = parse_constraints(default_constraints, pod.labels, action)
     if not defaults:
