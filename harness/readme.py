@@ -73,6 +73,7 @@ class BenchFile:
     commit: str
     scale: float
     runs: dict[str, dict[str, Mapping[str, Any]]]  # workload -> scheduler -> row, in file order
+    machine: str  # the processor, shortened ("AMD EPYC", "Intel Xeon"): ratios move from one to another
 
     @property
     def label(self) -> str:
@@ -133,7 +134,15 @@ def load_bench_file(root: Path, path: Path) -> BenchFile:
                 _field(row, key, f"{where}: {workload} / {scheduler}")
         runs.setdefault(workload, {})[scheduler] = row
     started = datetime.datetime.fromisoformat(_field(data, "started", where)).astimezone(datetime.UTC)
-    return BenchFile(where, started, _field(data, "commit", where), float(_field(data, "scale", where)), runs)
+    machine = machine_name(_field(_field(data, "machine", where), "cpu", f"{where}: machine"))
+    return BenchFile(where, started, _field(data, "commit", where), float(_field(data, "scale", where)), runs, machine)
+
+
+def machine_name(cpu: str) -> str:
+    """A processor's model name without its trademarks and filler words: "Intel(R) Xeon(R) Processor"
+    is "Intel Xeon"."""
+    words = re.sub(r"\((R|TM|tm|r)\)", " ", cpu).split()
+    return " ".join(w for w in words if w not in ("Processor", "CPU", "@")) or cpu
 
 
 def bench_files(root: Path) -> list[BenchFile]:
@@ -187,8 +196,8 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
     lines = [
         "| upstream workload | threshold | ours pods/s | kube-scheduler pods/s | null binder | ours ÷ kube "
         "| ours ÷ null | CPU ms/pod ours / kube | peak RSS MiB ours / kube | attempt p50/p99 ms ours · kube "
-        "| other work, cores ours / kube | run |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| other work, cores ours / kube | machine | run |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
     ]
     labels: dict[str, list[str]] = {}
     for workload, f in pairs:
@@ -211,7 +220,7 @@ def block_bench_latest(root: Path, args: Mapping[str, str]) -> str:
             f"| {_f(ours['cpu_ms_per_pod'], 2)} / {_f(kube['cpu_ms_per_pod'], 2)} "
             f"| {_f(ours['peak_rss_mib'])} / {_f(kube['peak_rss_mib'])} "
             f"| {attempts(ours)} · {attempts(kube)} "
-            f"| {_f(ours.get('other_busy_cores'), 2)} / {_f(kube.get('other_busy_cores'), 2)} | {label} |"
+            f"| {_f(ours.get('other_busy_cores'), 2)} / {_f(kube.get('other_busy_cores'), 2)} | {f.machine} | {label} |"
         )
     used = [f for f in files if any(f is g for _, g in pairs)]
     return "\n".join(lines + _legend(used, labels))
@@ -246,6 +255,12 @@ def block_bench_summary(root: Path, args: Mapping[str, str]) -> str:
         )
         + "."
     )
+    machines: dict[str, int] = {}
+    for _, chosen in latest:
+        machines[chosen.machine] = machines.get(chosen.machine, 0) + 1
+    shown = [f"{name} ({count} pair{'s' if count != 1 else ''})" for name, count in sorted(machines.items())]
+    text += f" Measured on {', '.join(shown)}, as the machine column shows: the same code's ratio differs"
+    text += " from one machine to another."
     full = _full_size(files)
     ends: dict[str, list[str]] = {"highest": [], "lowest": []}
     for workload, chosen in latest:

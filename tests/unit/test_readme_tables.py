@@ -82,10 +82,25 @@ def _row(workload: str, scheduler: str, pods_per_second: float, cpu: float = 1.0
     }
 
 
-def _bench(root: Path, name: str, started: str, rows: list[dict[str, Any]], commit: str = "c0ffee0") -> None:
+def _bench(
+    root: Path,
+    name: str,
+    started: str,
+    rows: list[dict[str, Any]],
+    commit: str = "c0ffee0",
+    cpu: str = "AMD EPYC 7B13 64-Core Processor",
+) -> None:
     folder = root / "bench-results" / name
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"date": started[:10], "started": started, "commit": commit, "scale": 1.0, "runs": rows, "skipped": []}
+    data = {
+        "date": started[:10],
+        "started": started,
+        "machine": {"cpu": cpu, "cores": 2},
+        "commit": commit,
+        "scale": 1.0,
+        "runs": rows,
+        "skipped": [],
+    }
     (folder / "results.json").write_text(json.dumps(data))
 
 
@@ -119,11 +134,45 @@ def test_the_other_work_on_the_machine_is_shown_per_scheduler(tmp_path: Path) ->
         tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
     )
     (row,) = _latest_rows(tmp_path)
-    assert row.endswith("| - / - | c0ffee0 10:00 |")
+    assert row.endswith("| - / - | AMD EPYC 7B13 64-Core | c0ffee0 10:00 |")
     busy = [_row(W, "ours", 160) | {"other_busy_cores": 1.25}, _row(W, "kube", 100) | {"other_busy_cores": 0.04}]
     _bench(tmp_path, "2026-12-02-upstream-full", "2026-12-02T10:00:00+00:00", busy, "bbbbbbb")
     (row,) = _latest_rows(tmp_path)
-    assert row.endswith("| 1.25 / 0.04 | bbbbbbb 10:00 |")
+    assert row.endswith("| 1.25 / 0.04 | AMD EPYC 7B13 64-Core | bbbbbbb 10:00 |")
+
+
+def test_each_row_names_the_machine_its_pair_ran_on(tmp_path: Path) -> None:
+    # Ratios move between machines (Python gains more than Go on some): the row and the summary say which.
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    other = "PreemptionBasic/500Nodes"
+    _bench(
+        tmp_path,
+        "2026-12-02-upstream-full",
+        "2026-12-02T10:00:00+00:00",
+        [_row(other, "ours", 300), _row(other, "kube", 200)],
+        cpu="Intel(R) Xeon(R) Processor",
+    )
+    (row,) = _latest_rows(tmp_path)
+    assert row.endswith("| AMD EPYC 7B13 64-Core | c0ffee0 10:00 |")
+    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+    (xeon,) = [line for line in text.splitlines() if line.startswith(f"| {other}")]
+    assert xeon.endswith("| Intel Xeon | c0ffee0 10:00 |")
+    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    assert "Measured on AMD EPYC 7B13 64-Core (1 pair), Intel Xeon (1 pair)" in summary
+
+
+def test_a_file_without_its_machine_is_an_error(tmp_path: Path) -> None:
+    _bench(
+        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
+    )
+    path = tmp_path / "bench-results" / "2026-12-01-upstream-full" / "results.json"
+    data = json.loads(path.read_text())
+    del data["machine"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ReadmeError, match="machine"):
+        render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
 
 
 def test_a_run_too_short_for_a_throughput_sample_gives_no_row(tmp_path: Path) -> None:
