@@ -15,7 +15,9 @@ Imports nothing of the scheduler's own; must never block or raise into the code 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
+import math
 import random
 import threading
 import time
@@ -25,17 +27,94 @@ from typing import Any, TypeVar, cast
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client import Counter as _Counter
+from prometheus_client import Gauge as _Gauge
+from prometheus_client import Histogram as _Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # kube-scheduler has no `*_created` series; neither do we.
 disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+class _LoopValue:
+    """One series' value, written only on the event loop's thread (as every family here is: the
+    scheduler, its clients and its /metrics server share one loop), so no lock is taken per write.
+    prometheus_client's own value takes a mutex on every inc and get: 0.3-0.8 us per observation,
+    ~5 % of a bound pod's CPU on the 20000-node batch workloads (py-spy)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = 0.0
+
+    def inc(self, amount: float) -> None:
+        self._value += amount
+
+    def set(self, value: float, timestamp: float | None = None) -> None:
+        self._value = value
+
+    def get(self) -> float:
+        return self._value
+
+    def set_exemplar(self, exemplar: object) -> None:
+        raise ValueError("exemplars are not recorded by the scheduler's metrics")
+
+    def get_exemplar(self) -> None:
+        return None
+
+
+class Counter(_Counter):
+    """prometheus_client's Counter with the loop's lock-free value."""
+
+    def _metric_init(self) -> None:
+        super()._metric_init()
+        self._value = _LoopValue()
+
+    def inc(self, amount: float = 1, exemplar: dict[str, str] | None = None) -> None:
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        if exemplar:
+            raise ValueError("exemplars are not recorded by the scheduler's metrics")
+        self._value._value += amount
+
+
+class Gauge(_Gauge):
+    """prometheus_client's Gauge with the loop's lock-free value."""
+
+    def _metric_init(self) -> None:
+        super()._metric_init()
+        self._value = _LoopValue()
+
+    def inc(self, amount: float = 1) -> None:
+        self._value._value += amount
+
+    def dec(self, amount: float = 1) -> None:
+        self._value._value -= amount
+
+    def set(self, value: float) -> None:
+        self._value._value = float(value)
+
+
+class Histogram(_Histogram):
+    """prometheus_client's Histogram with the loop's lock-free values; an observation finds its
+    bucket by bisection (an amount equal to a bound counts in that bound's bucket, as `le` says)."""
+
+    def _metric_init(self) -> None:
+        super()._metric_init()
+        self._sum = _LoopValue()
+        self._buckets = [_LoopValue() for _ in self._upper_bounds]
+
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        if exemplar:
+            raise ValueError("exemplars are not recorded by the scheduler's metrics")
+        self._sum._value += amount
+        if not math.isnan(amount):  # NaN falls in no bucket (every `le` comparison with it is false)
+            self._buckets[bisect.bisect_left(self._upper_bounds, amount)]._value += 1
+
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
