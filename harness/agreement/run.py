@@ -692,7 +692,7 @@ class Side:
                 last, changed = snapshot, now
             members = [o for o in snapshot[0] if o is None or o.verdict not in ("deleted", "preempted")]
             bound = until_bound and all(o is not None and o.verdict == "bound" for o in members)
-            return True if bound or now - changed > quiet or now > deadline else None
+            return True if groups_settled(bound, now - changed, quiet, now > deadline) else None
 
         # PodGroup conditions come from GETs, not the watch: poll at a quarter of QUIET_SECONDS.
         while self._watch.wait_until(settled, QUIET_SECONDS / 4) is None:
@@ -817,6 +817,21 @@ class Side:
             observations.append(Observation(f"{pod} ({step.label})", outcome, None, scores, claims))
         member_observations, groups = self._observe_groups(group_names, step.label, offset)
         return observations + member_observations, groups
+
+
+# After a group's last member is bound, how long its PodGroup must stay unchanged before it is read:
+# both schedulers write the PodGroupInitiallyScheduled condition asynchronously, beside the
+# bindings, so a read at the moment of the last binding can precede it (a CI run read ours' older
+# False once, at bfee06a).
+BOUND_QUIET_SECONDS = 1.0
+
+
+def groups_settled(all_bound: bool, unchanged_for: float, quiet: float, past_deadline: bool) -> bool:
+    """Whether a settling group step is over: its members all bound and nothing about the group
+    changed for BOUND_QUIET_SECONDS, or nothing changed for `quiet`, or the deadline passed."""
+    if past_deadline or unchanged_for > quiet:
+        return True
+    return all_bound and unchanged_for >= BOUND_QUIET_SECONDS
 
 
 def _node_ready(node: Raw) -> bool:

@@ -28,7 +28,7 @@ from harness.agreement.compare import (
     split_post_filter,
 )
 from harness.agreement.report import AgreementReport, RunInfo, publish
-from harness.agreement.run import queue_race, queued_pod_count
+from harness.agreement.run import BOUND_QUIET_SECONDS, groups_settled, queue_race, queued_pod_count
 from harness.agreement.scenarios import (
     ActionStep,
     GroupStep,
@@ -575,3 +575,14 @@ def test_our_members_of_a_topology_constrained_group_must_share_a_domain() -> No
     split = compare_group(kube, apart, labels)
     assert split.placement_ok is False and not split.agrees
     assert "span ['a', 'b'] of topology key zone" in split.notes[0]
+
+
+def test_a_group_whose_members_are_bound_is_read_only_once_its_pod_group_stays_unchanged() -> None:
+    # The condition is written beside the bindings: read at the last binding, it can be the older one.
+    assert not groups_settled(True, 0.0, 11.0, False)
+    assert not groups_settled(True, BOUND_QUIET_SECONDS / 2, 11.0, False)
+    assert groups_settled(True, BOUND_QUIET_SECONDS, 11.0, False)
+    # Members not all bound: the step's own quiet period, or the deadline, ends it.
+    assert not groups_settled(False, 5.0, 11.0, False)
+    assert groups_settled(False, 11.5, 11.0, False)
+    assert groups_settled(False, 0.0, 11.0, True)
