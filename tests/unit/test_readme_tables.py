@@ -104,20 +104,28 @@ def _bench(
     (folder / "results.json").write_text(json.dumps(data))
 
 
+def _block(name: str, root: Path) -> str:
+    """An empty generated block `name`, rendered from the files under `root`."""
+    return render(f"<!-- BEGIN generated:{name} -->\n<!-- END generated:{name} -->\n", root)
+
+
 W = "PreemptionAsync/5000Nodes"
 
 
+def _first_run(root: Path) -> None:
+    """The run most tests start from: W at 150 pods/s for ours, 200 for kube-scheduler, 2026-12-01 10:00."""
+    _bench(root, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)])
+
+
 def _latest_rows(root: Path) -> list[str]:
-    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", root)
+    text = _block("bench-latest", root)
     return [line for line in text.splitlines() if line.startswith(f"| {W}")]
 
 
 def test_a_rerun_of_ours_alone_is_never_paired_with_another_runs_kube_scheduler(tmp_path: Path) -> None:
     # The earlier run has both schedulers; the later one only ours (kube-scheduler failed): the
     # table keeps the earlier run's pair, never ours' later 400 over the earlier kube's 200.
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     failed = _row(W, "kube", 0) | {"error": "TimeoutError: no pods bound"}
     _bench(
         tmp_path, "2026-12-01-upstream-full-2", "2026-12-01T11:00:00+00:00", [_row(W, "ours", 400), failed], "bbbbbbb"
@@ -130,9 +138,7 @@ def test_a_rerun_of_ours_alone_is_never_paired_with_another_runs_kube_scheduler(
 
 def test_the_other_work_on_the_machine_is_shown_per_scheduler(tmp_path: Path) -> None:
     # Rows measured before other_busy_cores existed show a dash; later ones their cores.
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     (row,) = _latest_rows(tmp_path)
     assert row.endswith("| - / - | AMD EPYC 7B13 64-Core | c0ffee0 10:00 |")
     busy = [_row(W, "ours", 160) | {"other_busy_cores": 1.25}, _row(W, "kube", 100) | {"other_busy_cores": 0.04}]
@@ -143,9 +149,7 @@ def test_the_other_work_on_the_machine_is_shown_per_scheduler(tmp_path: Path) ->
 
 def test_each_row_names_the_machine_its_pair_ran_on(tmp_path: Path) -> None:
     # Ratios move between machines (Python gains more than Go on some): the row and the summary say which.
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     other = "PreemptionBasic/500Nodes"
     _bench(
         tmp_path,
@@ -156,36 +160,32 @@ def test_each_row_names_the_machine_its_pair_ran_on(tmp_path: Path) -> None:
     )
     (row,) = _latest_rows(tmp_path)
     assert row.endswith("| AMD EPYC 7B13 64-Core | c0ffee0 10:00 |")
-    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+    text = _block("bench-latest", tmp_path)
     (xeon,) = [line for line in text.splitlines() if line.startswith(f"| {other}")]
     assert xeon.endswith("| Intel Xeon | c0ffee0 10:00 |")
-    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    summary = _block("bench-summary", tmp_path)
     assert "Measured on AMD EPYC 7B13 64-Core (1 pair), Intel Xeon (1 pair)" in summary
 
 
 def test_a_file_without_its_machine_is_an_error(tmp_path: Path) -> None:
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     path = tmp_path / "bench-results" / "2026-12-01-upstream-full" / "results.json"
     data = json.loads(path.read_text())
     del data["machine"]
     path.write_text(json.dumps(data))
     with pytest.raises(ReadmeError, match="machine"):
-        render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+        _block("bench-latest", tmp_path)
 
 
 def test_a_run_too_short_for_a_throughput_sample_gives_no_row(tmp_path: Path) -> None:
     # Upstream's short workloads at their own size bind a handful of pods: no throughput sample,
     # so no ratio; the earlier measured pair keeps the row.
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     short = [_row(W, "ours", 0) | {"throughput_avg": None}, _row(W, "kube", 0) | {"throughput_avg": None}]
     _bench(tmp_path, "2026-12-02-upstream-short-full", "2026-12-02T10:00:00+00:00", short, "bbbbbbb")
     (row,) = _latest_rows(tmp_path)
     assert row.endswith("| c0ffee0 10:00 |")
-    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    summary = _block("bench-summary", tmp_path)
     assert "ours ÷ kube-scheduler 0.75" in summary
 
 
@@ -202,7 +202,7 @@ def test_the_latest_run_with_both_schedulers_gives_the_row_and_its_ratio(tmp_pat
     (row,) = _latest_rows(tmp_path)
     assert "| 374 (374/374) | 187 (187/187) |" in row
     assert "| 2.00 |" in row
-    summary = render("<!-- BEGIN generated:bench-summary -->\n<!-- END generated:bench-summary -->\n", tmp_path)
+    summary = _block("bench-summary", tmp_path)
     # The chosen pair is at one end of the runs, and the summary says so.
     assert (
         f"highest of its runs for PreemptionAsync (2.00 of 0.52{DASH}2.00, 2 runs, kube-scheduler's slowest run)"
@@ -216,7 +216,7 @@ def test_a_run_row_without_measurements_is_refused_naming_file_and_row(tmp_path:
     with pytest.raises(
         ReadmeError, match=r"2026-12-01-upstream-full/results.json: PreemptionAsync/5000Nodes / ours: no field"
     ):
-        render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+        _block("bench-latest", tmp_path)
 
 
 def test_the_committed_scaling_run_holds_only_measured_rows() -> None:
@@ -244,12 +244,12 @@ def test_fault_rows_show_problems_and_ignore_extra_fields(tmp_path: Path) -> Non
         "measured": "2026-12-02 09:00 UTC",
     }
     (tmp_path / "tests/faults/RESULTS.json").write_text(json.dumps([row]))
-    text = render("<!-- BEGIN generated:faults -->\n<!-- END generated:faults -->\n", tmp_path)
+    text = _block("faults", tmp_path)
     assert "| etcd compacted | 500 | 50 | 489 | 10 | 1 | 0 | 0 | 1 | 6.8 | 2026-12-02 09:00 UTC |" in text
     del row["recover_seconds"]
     (tmp_path / "tests/faults/RESULTS.json").write_text(json.dumps([row]))
     with pytest.raises(ReadmeError, match=r"tests/faults/RESULTS.json: etcd compacted: no field 'recover_seconds'"):
-        render("<!-- BEGIN generated:faults -->\n<!-- END generated:faults -->\n", tmp_path)
+        _block("faults", tmp_path)
 
 
 def test_partition_table_reads_columns_by_name(tmp_path: Path) -> None:
@@ -260,7 +260,7 @@ def test_partition_table_reads_columns_by_name(tmp_path: Path) -> None:
         "|---|--:|---|--:|--:|--:|--:|\n"
         "| shared | 80 | ok | 44 | 4 | 2000m | 0.7 |\n"
     )
-    text = render("<!-- BEGIN generated:partition -->\n<!-- END generated:partition -->\n", tmp_path)
+    text = _block("partition", tmp_path)
     assert "| shared | 80 | 44 | 4 | 2000m | 0.7 |" in text
     assert "Measured 2026-12-02 09:00 UTC." in text
 
@@ -290,7 +290,7 @@ def test_agreement_counts_come_from_the_rows_and_name_what_does_not_agree(tmp_pa
 
 def test_an_unknown_block_is_an_error() -> None:
     with pytest.raises(ReadmeError, match="unknown block generated:nope"):
-        render("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", AS_FOUND)
+        _block("nope", AS_FOUND)
 
 
 def test_a_pair_behind_kube_needs_a_note_and_shows_it(tmp_path: Path) -> None:
@@ -337,7 +337,7 @@ def test_rows_are_dated_by_their_own_time_not_their_files_start(tmp_path: Path) 
     between = [at(_row(w, s, tp), "10:30", "bbbbbbb") for w in (W, w2) for s, tp in (("ours", 150), ("kube", 200))]
     _bench(tmp_path, "2026-12-01-upstream-full-2", "2026-12-01T10:00:00+01:00", between, "bbbbbbb")
 
-    text = render("<!-- BEGIN generated:bench-latest -->\n<!-- END generated:bench-latest -->\n", tmp_path)
+    text = _block("bench-latest", tmp_path)
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ") and "/" in line}
     assert "| 150 (150/150) |" in rows[W] and rows[W].endswith("| bbbbbbb 09:30 |")
     assert "| 300 (300/300) |" in rows[w2] and rows[w2].endswith("| ccccccc 11:30 |")
@@ -360,13 +360,11 @@ def test_a_rows_run_label_shows_its_own_commit_and_time(tmp_path: Path) -> None:
 
 
 def _unmeasured(root: Path) -> str:
-    return render("<!-- BEGIN generated:bench-unmeasured -->\n<!-- END generated:bench-unmeasured -->\n", root)
+    return _block("bench-unmeasured", root)
 
 
 def test_a_later_failure_of_ours_is_listed_though_an_older_pair_keeps_the_row(tmp_path: Path) -> None:
-    _bench(
-        tmp_path, "2026-12-01-upstream-full", "2026-12-01T10:00:00+00:00", [_row(W, "ours", 150), _row(W, "kube", 200)]
-    )
+    _first_run(tmp_path)
     failed = {"workload": W, "scheduler": "ours", "commit": "bbbbbbb", "error": "AssertionError: did not stop\nlog: x"}
     _bench(tmp_path, "2026-12-02-upstream-full", "2026-12-02T10:00:00+00:00", [failed, _row(W, "kube", 30)], "bbbbbbb")
     (row,) = _latest_rows(tmp_path)
