@@ -17,6 +17,7 @@ file and the field. Extra fields and columns in a result file are ignored.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import difflib
 import json
@@ -255,9 +256,7 @@ def block_bench_summary(root: Path, args: Mapping[str, str]) -> str:
         )
         + "."
     )
-    machines: dict[str, int] = {}
-    for _, chosen in latest:
-        machines[chosen.machine] = machines.get(chosen.machine, 0) + 1
+    machines = collections.Counter(chosen.machine for _, chosen in latest)
     shown = [f"{name} ({count} pair{'s' if count != 1 else ''})" for name, count in sorted(machines.items())]
     text += f" Measured on {', '.join(shown)}, as the machine column shows: the same code's ratio differs"
     text += " from one machine to another."

@@ -40,6 +40,9 @@ from prometheus_client.registry import Collector
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
+_NO_EXEMPLARS = "exemplars are not recorded by the scheduler's metrics"
+
+
 class _LoopValue:
     """One series' value, written only on the event loop's thread (as every family here is: the
     scheduler, its clients and its /metrics server share one loop), so no lock is taken per write.
@@ -61,7 +64,7 @@ class _LoopValue:
         return self._value
 
     def set_exemplar(self, exemplar: object) -> None:
-        raise ValueError("exemplars are not recorded by the scheduler's metrics")
+        raise ValueError(_NO_EXEMPLARS)
 
     def get_exemplar(self) -> None:
         return None
@@ -78,7 +81,7 @@ class Counter(_Counter):
         if amount < 0:
             raise ValueError("Counters can only be incremented by non-negative amounts.")
         if exemplar:
-            raise ValueError("exemplars are not recorded by the scheduler's metrics")
+            raise ValueError(_NO_EXEMPLARS)
         self._value._value += amount
 
 
@@ -110,7 +113,7 @@ class Histogram(_Histogram):
 
     def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
         if exemplar:
-            raise ValueError("exemplars are not recorded by the scheduler's metrics")
+            raise ValueError(_NO_EXEMPLARS)
         self._sum._value += amount
         if not math.isnan(amount):  # NaN falls in no bucket (every `le` comparison with it is false)
             self._buckets[bisect.bisect_left(self._upper_bounds, amount)]._value += 1

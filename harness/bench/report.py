@@ -76,6 +76,24 @@ def histogram_buckets(metrics: str, name: str) -> dict[float, float]:
     return buckets
 
 
+def counter_values(metrics: str, name: str, labels: Sequence[str]) -> dict[str, float]:
+    """Counter `name` (without `_total`): its values keyed by the chosen labels' values joined with "/" (summed over the
+    other labels), e.g. scheduler_queue_incoming_pods_total by queue and event."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == f"{name}_total":
+                key = "/".join(sample.labels.get(label, "") for label in labels)
+                values[key] = values.get(key, 0.0) + sample.value
+    return values
+
+
+def counter_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """What each series of a counter gained between two readings; series that did not move left out."""
+    gained = {key: value - before.get(key, 0.0) for key, value in after.items()}
+    return {key: value for key, value in sorted(gained.items()) if value}
+
+
 def histogram_quantile(q: float, before: Mapping[float, float], after: Mapping[float, float]) -> float | None:
     """Prometheus' histogram_quantile over the observations made between `before` and `after`:
     linear interpolation inside the bucket the rank falls in. None without observations."""

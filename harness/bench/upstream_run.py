@@ -91,6 +91,8 @@ ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
 # A directory named here receives the control-plane and scheduler logs of every workload run.
 KEEP_LOGS_ENV = "UPSTREAM_BENCH_KEEP_LOGS"
+ATTEMPTS_COUNTER = "scheduler_schedule_attempts"
+INCOMING_COUNTER = "scheduler_queue_incoming_pods"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
 # The pod createPods makes when neither the op nor the test case names a template: upstream's
 # makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
@@ -183,6 +185,27 @@ class Collector:
     scheduled_at: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class OpReading:
+    """The scheduler's state between two ops, for --per-op."""
+
+    at: float
+    cpu: float
+    attempts: Mapping[str, float]  # by result
+    incoming: Mapping[str, float]  # by queue/event
+
+
+def op_breakdown(index: int, opcode: str, before: OpReading, after: OpReading) -> dict[str, Any]:
+    """One op's share of a run: wall time, scheduler CPU, attempts by result, queue moves by queue/event."""
+    return {
+        "op": f"{index:02d}-{opcode}",
+        "seconds": round(after.at - before.at, 3),
+        "cpu_seconds": round(after.cpu - before.cpu, 3),
+        "attempts": report.counter_deltas(before.attempts, after.attempts),
+        "incoming": report.counter_deltas(before.incoming, after.incoming),
+    }
+
+
 @dataclass
 class PodTracker:
     """Every pod's node (from one cluster-wide watch), per namespace, and when each got one."""
@@ -253,8 +276,13 @@ class Executor:
         timeout: float,
         profile: Path | None = None,
         plane_pids: Sequence[int] = (),
+        per_op: bool = False,
     ) -> None:
         self.api = api
+        # With per_op, each op's wall time, scheduler CPU, attempts by result and queue moves by
+        # queue and event, read from the scheduler's own counters after the op: where retries go.
+        self.per_op = per_op
+        self.ops: list[dict[str, Any]] = []
         self.plane_pids = tuple(plane_pids)  # the control plane's processes, for other_busy_cores
         self.profile = profile  # py-spy's collapsed stacks of the measured phases go here
         self._profiler: Profiler | None = None
@@ -408,15 +436,29 @@ class Executor:
             }
         )
 
+    def _op_reading(self) -> OpReading:
+        metrics = self.running.metrics() if self.running.metrics else ""
+        return OpReading(
+            time.monotonic(),
+            cpu_seconds(self.running.pid),
+            report.counter_values(metrics, ATTEMPTS_COUNTER, ("result",)),
+            report.counter_values(metrics, INCOMING_COUNTER, ("queue", "event")),
+        )
+
     # ---------------------------------------------------------------- operations
 
     async def run(self) -> None:
         rv = await self.api.list_resource_version("/api/v1/pods")
         watch = asyncio.create_task(self.api.watch("/api/v1/pods", rv, self.pods.on_event))
+        reading = self._op_reading() if self.per_op else None
         try:
             for index, op in enumerate(self.case.ops):
                 handler = getattr(self, "op_" + OPCODE_METHODS[op["opcode"]])
                 await handler(index, op)
+                if reading is not None:
+                    after = self._op_reading()
+                    self.ops.append(op_breakdown(index, op["opcode"], reading, after))
+                    reading = after
                 if watch.done():
                     watch.result()
         finally:
@@ -744,7 +786,13 @@ def claim_controller_args(gates: dict[str, bool]) -> list[str] | None:
 
 
 def run_workload(
-    workload: UpstreamWorkload, kind: SchedulerKind, *, scale: float, timeout: float, profile: Path | None = None
+    workload: UpstreamWorkload,
+    kind: SchedulerKind,
+    *,
+    scale: float,
+    timeout: float,
+    profile: Path | None = None,
+    per_op: bool = False,
 ) -> dict[str, Any]:
     """One upstream workload against one scheduler on a fresh control plane; its result row."""
     row: dict[str, Any] = {
@@ -769,15 +817,15 @@ def run_workload(
             if claim_args is not None:
                 plane.start_kube_controller_manager(CLAIM_CONTROLLERS, extra_args=claim_args)
 
-            async def go() -> list[dict[str, Any]]:
+            async def go() -> Executor:
                 async with RawApi(plane) as api:
                     pids = [proc.pid for proc in plane.processes]
-                    executor = Executor(api, workload, kind, running, scale, timeout, profile, pids)
+                    executor = Executor(api, workload, kind, running, scale, timeout, profile, pids, per_op)
                     await executor.run()
-                    return executor.phases
+                    return executor
 
             try:
-                phases = asyncio.run(go())
+                executor = asyncio.run(go())
             except Exception as err:
                 # The control plane's work dir goes with it: keep the logs of a failed run.
                 kept = FAILED_LOGS_DIR / f"{workload.key.replace('/', '_')}-{kind.key}"
@@ -791,7 +839,10 @@ def run_workload(
                 kept = Path(keep) / f"{workload.key.replace('/', '_')}-{kind.key}"
                 shutil.rmtree(kept, ignore_errors=True)
                 shutil.copytree(plane.log_dir, kept, ignore=shutil.ignore_patterns("audit.log*"))
+        phases = executor.phases
         row["phases"] = phases
+        if per_op:
+            row["ops"] = executor.ops
         if phases:
             main = max(phases, key=lambda p: p["scheduled"])
             row.update(
@@ -906,6 +957,26 @@ def _ratio(a: Any, b: Any) -> str:
 def _resumes(results: Mapping[str, Any]) -> str:
     times = results.get("resumed") or ()
     return f", resumed {', '.join(times)} (each row at its own commit)" if times else ""
+
+
+def ops_markdown(results: Mapping[str, Any]) -> str:
+    """The --per-op breakdown of every run that has one: one table per run, one row per op."""
+    lines: list[str] = []
+    for row in results["runs"]:
+        if not row.get("ops"):
+            continue
+        lines += [
+            f"## {row['workload']} / {row['title']}, per op",
+            "",
+            "| op | s | CPU s | attempts by result | queue moves (queue/event) |",
+            "|---|--:|--:|---|---|",
+        ]
+        for op in row["ops"]:
+            attempts = ", ".join(f"{k} {v:.0f}" for k, v in op["attempts"].items())
+            moves = ", ".join(f"{k} {v:.0f}" for k, v in op["incoming"].items())
+            lines.append(f"| {op['op']} | {op['seconds']:.2f} | {op['cpu_seconds']:.2f} | {attempts} | {moves} |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def markdown(results: Mapping[str, Any]) -> str:
@@ -1026,6 +1097,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--profile", action="store_true", help="py-spy profile of ours over its first measured phase")
     parser.add_argument(
+        "--per-op",
+        action="store_true",
+        help="record, after each op, its wall time, the scheduler's CPU, its attempts by result and its "
+        "queue moves by queue and event (results.json, `ops` of each run): which stage the retries come from",
+    )
+    parser.add_argument(
         "--scaling",
         action="store_true",
         help=f"{' and '.join(SCALING_CASES)} (or --cases) at {', '.join(map(str, SCALING_NODES))} nodes, "
@@ -1118,7 +1195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             if profile is not None:
                 profile.unlink(missing_ok=True)
-            row = run_workload(workload, kind, scale=scale, timeout=args.timeout, profile=profile)
+            row = run_workload(workload, kind, scale=scale, timeout=args.timeout, profile=profile, per_op=args.per_op)
             if profile is not None and profile.exists():
                 with profile.open() as collapsed:
                     profile.with_suffix(".md").write_text(
@@ -1135,6 +1212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _record(results, row, out_dir / "results.json")
     (out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     text = markdown(results)
+    per_op = ops_markdown(results)
+    if per_op:
+        text += "\n" + per_op
     if args.scaling:
         text += "\n" + scaling_markdown(results)
         for name in scaling_plot(results, out_dir):
