@@ -93,6 +93,7 @@ FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
 KEEP_LOGS_ENV = "UPSTREAM_BENCH_KEEP_LOGS"
 ATTEMPTS_COUNTER = "scheduler_schedule_attempts"
 INCOMING_COUNTER = "scheduler_queue_incoming_pods"
+REQUESTS_COUNTER = "rest_client_requests"
 DEFAULT_NODE_TEMPLATE = "../templates/node-default.yaml"
 # The pod createPods makes when neither the op nor the test case names a template: upstream's
 # makeBasePod (scheduler_perf util.go, MakePodSpec in runners.go), with the pause image its templates use.
@@ -193,16 +194,19 @@ class OpReading:
     cpu: float
     attempts: Mapping[str, float]  # by result
     incoming: Mapping[str, float]  # by queue/event
+    requests: Mapping[str, float]  # the scheduler's API requests, by method/code
 
 
 def op_breakdown(index: int, opcode: str, before: OpReading, after: OpReading) -> dict[str, Any]:
-    """One op's share of a run: wall time, scheduler CPU, attempts by result, queue moves by queue/event."""
+    """One op's share of a run: wall time, scheduler CPU, attempts by result, queue moves by queue/event,
+    API requests by method/code."""
     return {
         "op": f"{index:02d}-{opcode}",
         "seconds": round(after.at - before.at, 3),
         "cpu_seconds": round(after.cpu - before.cpu, 3),
         "attempts": report.counter_deltas(before.attempts, after.attempts),
         "incoming": report.counter_deltas(before.incoming, after.incoming),
+        "requests": report.counter_deltas(before.requests, after.requests),
     }
 
 
@@ -443,6 +447,7 @@ class Executor:
             cpu_seconds(self.running.pid),
             report.counter_values(metrics, ATTEMPTS_COUNTER, ("result",)),
             report.counter_values(metrics, INCOMING_COUNTER, ("queue", "event")),
+            report.counter_values(metrics, REQUESTS_COUNTER, ("method", "code")),
         )
 
     # ---------------------------------------------------------------- operations
@@ -968,13 +973,16 @@ def ops_markdown(results: Mapping[str, Any]) -> str:
         lines += [
             f"## {row['workload']} / {row['title']}, per op",
             "",
-            "| op | s | CPU s | attempts by result | queue moves (queue/event) |",
-            "|---|--:|--:|---|---|",
+            "| op | s | CPU s | attempts by result | queue moves (queue/event) | API requests (method/code) |",
+            "|---|--:|--:|---|---|---|",
         ]
         for op in row["ops"]:
             attempts = ", ".join(f"{k} {v:.0f}" for k, v in op["attempts"].items())
             moves = ", ".join(f"{k} {v:.0f}" for k, v in op["incoming"].items())
-            lines.append(f"| {op['op']} | {op['seconds']:.2f} | {op['cpu_seconds']:.2f} | {attempts} | {moves} |")
+            requests = ", ".join(f"{k} {v:.0f}" for k, v in op.get("requests", {}).items())
+            lines.append(
+                f"| {op['op']} | {op['seconds']:.2f} | {op['cpu_seconds']:.2f} | {attempts} | {moves} | {requests} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -1099,8 +1107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--per-op",
         action="store_true",
-        help="record, after each op, its wall time, the scheduler's CPU, its attempts by result and its "
-        "queue moves by queue and event (results.json, `ops` of each run): which stage the retries come from",
+        help="record, after each op, its wall time, the scheduler's CPU, its attempts by result, its queue "
+        "moves by queue and event and its API requests by method and code (results.json, `ops` of each run): "
+        "which stage the retries come from",
     )
     parser.add_argument(
         "--scaling",

@@ -57,8 +57,10 @@ def test_ours_exposition_reads_the_same_way() -> None:
 
 
 def test_op_breakdown_and_its_table() -> None:
-    before = OpReading(100.0, 3.0, {"unschedulable": 1.0}, {"active/NodeUpdate": 2.0})
-    after = OpReading(102.5, 4.25, {"unschedulable": 4.0, "scheduled": 6.0}, {"active/NodeUpdate": 9.0})
+    before = OpReading(100.0, 3.0, {"unschedulable": 1.0}, {"active/NodeUpdate": 2.0}, {"PATCH/200": 1.0})
+    after = OpReading(
+        102.5, 4.25, {"unschedulable": 4.0, "scheduled": 6.0}, {"active/NodeUpdate": 9.0}, {"PATCH/200": 4.0}
+    )
     op = op_breakdown(9, "updateAny", before, after)
     assert op == {
         "op": "09-updateAny",
@@ -66,6 +68,7 @@ def test_op_breakdown_and_its_table() -> None:
         "cpu_seconds": 1.25,
         "attempts": {"scheduled": 6.0, "unschedulable": 3.0},
         "incoming": {"active/NodeUpdate": 7.0},
+        "requests": {"PATCH/200": 3.0},
     }
     results = {
         "runs": [
@@ -75,6 +78,6 @@ def test_op_breakdown_and_its_table() -> None:
     }
     text = ops_markdown(results)
     assert "## W/x / secondary-scheduler, per op" in text
-    assert "| 09-updateAny | 2.50 | 1.25 | scheduled 6, unschedulable 3 | active/NodeUpdate 7 |" in text
+    assert "| 09-updateAny | 2.50 | 1.25 | scheduled 6, unschedulable 3 | active/NodeUpdate 7 | PATCH/200 3 |" in text
     assert "kube-scheduler" not in text
     assert ops_markdown({"runs": [{"workload": "W/x", "title": "kube-scheduler"}]}) == ""
