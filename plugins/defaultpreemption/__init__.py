@@ -27,7 +27,7 @@ from plugins.defaultpreemption.executor import (
     terminating_by_preemption,
 )
 from plugins.defaultpreemption.selection import select_candidate
-from plugins.defaultpreemption.victims import split_by_pdb_violation
+from plugins.defaultpreemption.victims import NO_VICTIMS, split_by_pdb_violation
 from scheduler import metrics
 from scheduler.features import GENERIC_WORKLOAD
 from scheduler.framework.interface import Handle, PodGroupSimulation
@@ -200,7 +200,11 @@ class DefaultPreemption:
         potential = node_to_status.nodes_for_code(all_nodes, Code.UNSCHEDULABLE)
         candidates: list[Candidate] = []
         statuses: dict[str, Status] = {}
-        if potential:
+        if potential and not self.handle.snapshot.may_hold_pod_below(pod.priority):
+            # No node holds a pod of lower priority (a cluster of peers): the dry run would answer
+            # "no victims" for every node, one pod at a time.
+            statuses = dict.fromkeys((info.name for info in potential), Status.unresolvable(NO_VICTIMS))
+        elif potential:
             refused = self.executor.refused()
             candidates, statuses = dry_run(
                 self.handle.framework(pod.scheduler_name),

@@ -53,6 +53,10 @@ class Cache:
         # Pods a what-if took off their nodes (hide_pod), shown to the snapshot as hidden_pods.
         self._hidden: dict[str, Pod] = {}
         self._hidden_changed = False
+        # priority -> how many pods of that priority the nodes hold: the snapshot's lowest one lets
+        # preemption answer "no victims anywhere" without walking every node's pods.
+        self._priorities: dict[int, int] = {}
+        self._priorities_changed = True
         self.pod_groups = PodGroupStates()
 
     # ---- bookkeeping -------------------------------------------------------------------
@@ -73,12 +77,23 @@ class Cache:
         info = self._node_info(pod.node_name)
         info.add_pod(pod)
         self._touch(pod.node_name, info)
+        priorities = self._priorities
+        count = priorities.get(pod.priority, 0)
+        priorities[pod.priority] = count + 1
+        if not count:
+            self._priorities_changed = True
 
     def _remove_from_node(self, pod: Pod) -> None:
         info = self._nodes.get(pod.node_name)
         if info is None:
             return
-        info.remove_pod(pod)
+        if info.remove_pod(pod):
+            left = self._priorities[pod.priority] - 1
+            if left:
+                self._priorities[pod.priority] = left
+            else:
+                del self._priorities[pod.priority]
+                self._priorities_changed = True
         self._touch(pod.node_name, info)
         if info.node is None and not info.pods:
             del self._nodes[pod.node_name]
@@ -275,6 +290,10 @@ class Cache:
         if self._hidden_changed:
             snapshot.hidden_pods = tuple(self._hidden.values())
             self._hidden_changed = False
+        if self._priorities_changed:
+            snapshot.lowest_pod_priority = min(self._priorities, default=None)
+            snapshot.lowest_pod_priority_known = True
+            self._priorities_changed = False
         if self._images_changed:
             snapshot.image_num_nodes = {image: len(nodes) for image, nodes in self._image_nodes.items()}
             snapshot.image_sizes = dict(self._image_sizes)

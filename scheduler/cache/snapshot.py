@@ -35,6 +35,10 @@ class Snapshot:
         self.image_num_nodes: Mapping[str, int] = {}
         # image name -> size as kube's cache keeps it: the size first reported by any node
         self.image_sizes: Mapping[str, int] = {}
+        # The lowest priority of any pod on any node (None: no pods), kept by the cache; a standalone
+        # snapshot (from_node_infos) does not know it, since its NodeInfos may change after it is made.
+        self.lowest_pod_priority: int | None = None
+        self.lowest_pod_priority_known = False
 
     def list(self) -> Sequence[NodeInfo]:
         return self.node_info_list
@@ -119,6 +123,12 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.node_info_list)
+
+    def may_hold_pod_below(self, priority: int) -> bool:
+        """False only when no node holds a pod of lower priority than `priority` (then preemption
+        has no victim anywhere); True when it may, or when this snapshot does not know."""
+        lowest = self.lowest_pod_priority
+        return not self.lowest_pod_priority_known or (lowest is not None and lowest < priority)
 
     @classmethod
     def from_node_infos(cls, node_infos: Sequence[NodeInfo]) -> Snapshot:

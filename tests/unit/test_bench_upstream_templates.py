@@ -176,3 +176,21 @@ def test_the_documented_example_folder_loads_and_renders() -> None:
     executor = Executor(None, small, SCHEDULERS[0], None, 1.0, 10.0)  # type: ignore[arg-type]
     pods = executor.objects("pod-with-zone-spread.yaml", 5)
     assert [p["metadata"]["labels"]["app"] for p in pods] == ["app-0", "app-1", "app-2", "app-3", "app-0"]
+
+
+def test_the_peers_waiting_example_loads_and_waits_on_its_deletions() -> None:
+    folder = Path(__file__).resolve().parents[2] / "harness" / "bench" / "examples" / "peers-waiting"
+    workloads = {w.key: w for w in user_workloads(folder)}
+    assert sorted(workloads) == [
+        "PeersWaitingForCapacity/1000Nodes_4000Fillers_1000Waiting",
+        "PeersWaitingForCapacity/50Nodes_200Fillers_100Waiting",
+    ]
+    small = workloads["PeersWaitingForCapacity/50Nodes_200Fillers_100Waiting"]
+    assert skip_reason(small, OURS) is None
+    opcodes = [op["opcode"] for op in small.case.ops]
+    assert opcodes.index("deletePods") < len(opcodes) - 2  # the last barrier waits for the waiting pods
+    executor = Executor(None, small, SCHEDULERS[0], None, 1.0, 10.0)  # type: ignore[arg-type]
+    (pod,) = executor.objects("pod-one-cpu.yaml", 1)
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "1"
+    assert "priority" not in pod["spec"] and "priorityClassName" not in pod["spec"]
+    assert pod["spec"]["terminationGracePeriodSeconds"] == 0  # deleted at once without a kubelet
