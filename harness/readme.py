@@ -75,6 +75,7 @@ class BenchFile:
     scale: float
     runs: dict[str, dict[str, Mapping[str, Any]]]  # workload -> scheduler -> row, in file order
     machine: str  # the processor, shortened ("AMD EPYC", "Intel Xeon"): ratios move from one to another
+    config_dir: str = ""  # set for a run of an operator's own configs (--config-dir), not upstream's
 
     @property
     def label(self) -> str:
@@ -136,7 +137,8 @@ def load_bench_file(root: Path, path: Path) -> BenchFile:
         runs.setdefault(workload, {})[scheduler] = row
     started = datetime.datetime.fromisoformat(_field(data, "started", where)).astimezone(datetime.UTC)
     machine = machine_name(_field(_field(data, "machine", where), "cpu", f"{where}: machine"))
-    return BenchFile(where, started, _field(data, "commit", where), float(_field(data, "scale", where)), runs, machine)
+    commit, scale = _field(data, "commit", where), float(_field(data, "scale", where))
+    return BenchFile(where, started, commit, scale, runs, machine, str(data.get("config_dir") or ""))
 
 
 def machine_name(cpu: str) -> str:
@@ -147,9 +149,11 @@ def machine_name(cpu: str) -> str:
 
 
 def bench_files(root: Path) -> list[BenchFile]:
-    """Every upstream benchmark result file, oldest run first."""
+    """Every upstream benchmark result file, oldest run first (runs of an operator's own configs are
+    not upstream workloads: only an A/B block that names them shows them)."""
     paths = sorted((root / "bench-results").glob("*-upstream-*/results*.json"))
-    return sorted((load_bench_file(root, p) for p in paths), key=lambda f: f.started)
+    files = (load_bench_file(root, p) for p in paths)
+    return sorted((f for f in files if not f.config_dir), key=lambda f: f.started)
 
 
 def _full_size(files: Sequence[BenchFile]) -> list[BenchFile]:
@@ -416,7 +420,7 @@ def block_bench_ab(root: Path, args: Mapping[str, str]) -> str:
     """Ours, its variants (`--ours-variant`) and kube-scheduler where the run measured it, in the runs
     named by `sources` (directories)."""
     lines = [
-        "| run | upstream workload | scheduler | pods/s | CPU ms/pod | peak RSS MiB |",
+        "| run | workload | scheduler | pods/s | CPU ms/pod | peak RSS MiB |",
         "|---|---|---|--:|--:|--:|",
     ]
     for directory in _split(_required(args, "sources", "bench-ab")):

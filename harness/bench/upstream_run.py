@@ -1182,6 +1182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind_name = "scaling" if args.scaling else "full" if scale == 1.0 else f"scale{scale:g}"
     if args.config_dir:
         kind_name = f"{args.config_dir.resolve().name}-{kind_name}"
+        # An operator's own shapes, not upstream's: the README's upstream tables leave such runs out.
+        results["config_dir"] = args.config_dir.resolve().name
     if args.tag:
         kind_name = f"{args.tag}-{kind_name}"
     out_dir = args.results_dir / f"{results['date']}-upstream-{kind_name}"

@@ -89,10 +89,11 @@ def _bench(
     rows: list[dict[str, Any]],
     commit: str = "c0ffee0",
     cpu: str = "AMD EPYC 7B13 64-Core Processor",
+    config_dir: str | None = None,
 ) -> None:
     folder = root / "bench-results" / name
     folder.mkdir(parents=True, exist_ok=True)
-    data = {
+    data: dict[str, Any] = {
         "date": started[:10],
         "started": started,
         "machine": {"cpu": cpu, "cores": 2},
@@ -101,6 +102,8 @@ def _bench(
         "runs": rows,
         "skipped": [],
     }
+    if config_dir is not None:
+        data["config_dir"] = config_dir
     (folder / "results.json").write_text(json.dumps(data))
 
 
@@ -357,6 +360,24 @@ def test_a_rows_run_label_shows_its_own_commit_and_time(tmp_path: Path) -> None:
     )
     labels = [line.split(" | ")[0] for line in text.splitlines() if W in line]
     assert labels == ["| aaaaaaa 09:30", "| bbbbbbb 12:45", "| aaaaaaa 09:00"]
+
+
+def test_a_run_of_an_operators_own_configs_stays_out_of_the_upstream_tables(tmp_path: Path) -> None:
+    _first_run(tmp_path)
+    mine = "PeersWaiting/10Nodes"
+    rows = [_row(mine, "ours", 90), _row(mine, "ours-old", 80), _row(mine, "kube", 60)]
+    _bench(tmp_path, "2026-12-02-upstream-ab-peers-full", "2026-12-02T10:00:00+00:00", rows, config_dir="peers")
+    assert mine not in _block("bench-latest", tmp_path)
+    assert mine not in _block("bench-summary", tmp_path)
+    text = render(
+        "<!-- BEGIN generated:bench-ab sources=2026-12-02-upstream-ab-peers-full -->\n"
+        "<!-- END generated:bench-ab -->\n",
+        tmp_path,
+    )
+    assert [line.split(" | ")[2] for line in text.splitlines() if mine in line] == ["`ours`", "`ours-old`", "`kube`"]
+    # Without the mark the same file is an upstream run like any other.
+    _bench(tmp_path, "2026-12-02-upstream-ab-peers-full", "2026-12-02T10:00:00+00:00", rows)
+    assert mine in _block("bench-latest", tmp_path)
 
 
 def _unmeasured(root: Path) -> str:
