@@ -39,6 +39,7 @@ from harness.bench import report
 from harness.bench.gotemplate import Template, is_template
 from harness.bench.rawapi import RawApi, run_concurrently
 from harness.bench.runner import (
+    ATTEMPT_HISTOGRAM,
     RESULTS_DIR,
     Profiler,
     cpu_seconds,
@@ -86,7 +87,6 @@ from scheduler.features import DYNAMIC_RESOURCE_ALLOCATION
 CREATORS = 32
 # libyaml's loader when PyYAML has it: a Go template is parsed once per object it makes.
 YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-ATTEMPT_HISTOGRAM = "scheduler_scheduling_attempt_duration_seconds"
 # Where the control-plane and scheduler logs of a failed workload run are kept (its work dir is not).
 FAILED_LOGS_DIR = Path(tempfile.gettempdir()) / "upstream-bench-failures"
 # A directory named here receives the control-plane and scheduler logs of every workload run.
