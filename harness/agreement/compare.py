@@ -140,6 +140,9 @@ class GroupObservation:
         return f"{self.verdict}{f' [{nodes}]' if nodes else ''}; {conditions}"
 
 
+QUEUE_RACE_ATTEMPTS = 5  # runs of a scenario on kube-scheduler's side while its queue races (run.play_again)
+
+
 @dataclass
 class SideRun:
     observations: list[Observation] = field(default_factory=list)
@@ -149,6 +152,7 @@ class SideRun:
     # Why kube-scheduler's run of this scenario was played again: its own queue raced (see
     # run.py's queue_race); the run compared is the last one.
     reruns: list[str] = field(default_factory=list)
+    raced: str = ""  # this run's own queue race, when it had one (the last run is compared even so)
 
 
 @dataclass(frozen=True)
@@ -348,6 +352,7 @@ class ScenarioResult:
     error: str = ""
     groups: tuple[GroupComparison, ...] = ()
     reruns: tuple[str, ...] = ()  # why kube-scheduler's run was played again (SideRun.reruns)
+    raced: str = ""  # the compared kube-scheduler run's own queue race (SideRun.raced)
 
     @property
     def agrees(self) -> bool:
@@ -380,6 +385,10 @@ class ScenarioResult:
         if self.status != "compared":
             return f"{self.scenario.name}: {self.status}: {self.error}"
         lines = []
+        if self.raced and not self.agrees:
+            lines.append(
+                f"{self.scenario.name}: kube-scheduler's run compared here raced, as all before it: {self.raced}"
+            )
         for pod in self.pods:
             if pod.agrees:
                 continue

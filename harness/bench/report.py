@@ -79,12 +79,19 @@ def histogram_buckets(metrics: str, name: str) -> dict[float, float]:
 def counter_values(metrics: str, name: str, labels: Sequence[str]) -> dict[str, float]:
     """Counter `name` (without `_total`): its values keyed by the chosen labels' values joined with "/" (summed over the
     other labels), e.g. scheduler_queue_incoming_pods_total by queue and event."""
-    values: dict[str, float] = {}
+    return counters(metrics, {name: labels})[name]
+
+
+def counters(metrics: str, wanted: Mapping[str, Sequence[str]]) -> dict[str, dict[str, float]]:
+    """counter_values of several counters (name -> labels to key by) from one parse of the text."""
+    values: dict[str, dict[str, float]] = {name: {} for name in wanted}
+    totals = {f"{name}_total": name for name in wanted}
     for family in text_string_to_metric_families(metrics):
         for sample in family.samples:
-            if sample.name == f"{name}_total":
-                key = "/".join(sample.labels.get(label, "") for label in labels)
-                values[key] = values.get(key, 0.0) + sample.value
+            name = totals.get(sample.name)
+            if name is not None:
+                key = "/".join(sample.labels.get(label, "") for label in wanted[name])
+                values[name][key] = values[name].get(key, 0.0) + sample.value
     return values
 
 

@@ -283,8 +283,9 @@ class Executor:
         per_op: bool = False,
     ) -> None:
         self.api = api
-        # With per_op, each op's wall time, scheduler CPU, attempts by result and queue moves by
-        # queue and event, read from the scheduler's own counters after the op: where retries go.
+        # With per_op, each op's wall time, scheduler CPU, attempts by result, queue moves by queue
+        # and event, and API requests by method and code, read from the scheduler's own counters
+        # after the op: where retries go.
         self.per_op = per_op
         self.ops: list[dict[str, Any]] = []
         self.plane_pids = tuple(plane_pids)  # the control plane's processes, for other_busy_cores
@@ -442,12 +443,16 @@ class Executor:
 
     def _op_reading(self) -> OpReading:
         metrics = self.running.metrics() if self.running.metrics else ""
+        read = report.counters(
+            metrics,
+            {ATTEMPTS_COUNTER: ("result",), INCOMING_COUNTER: ("queue", "event"), REQUESTS_COUNTER: ("method", "code")},
+        )
         return OpReading(
             time.monotonic(),
             cpu_seconds(self.running.pid),
-            report.counter_values(metrics, ATTEMPTS_COUNTER, ("result",)),
-            report.counter_values(metrics, INCOMING_COUNTER, ("queue", "event")),
-            report.counter_values(metrics, REQUESTS_COUNTER, ("method", "code")),
+            read[ATTEMPTS_COUNTER],
+            read[INCOMING_COUNTER],
+            read[REQUESTS_COUNTER],
         )
 
     # ---------------------------------------------------------------- operations
@@ -964,6 +969,10 @@ def _resumes(results: Mapping[str, Any]) -> str:
     return f", resumed {', '.join(times)} (each row at its own commit)" if times else ""
 
 
+def _counts_cell(counts: Mapping[str, float]) -> str:
+    return ", ".join(f"{key} {value:.0f}" for key, value in counts.items())
+
+
 def ops_markdown(results: Mapping[str, Any]) -> str:
     """The --per-op breakdown of every run that has one: one table per run, one row per op."""
     lines: list[str] = []
@@ -977,12 +986,8 @@ def ops_markdown(results: Mapping[str, Any]) -> str:
             "|---|--:|--:|---|---|---|",
         ]
         for op in row["ops"]:
-            attempts = ", ".join(f"{k} {v:.0f}" for k, v in op["attempts"].items())
-            moves = ", ".join(f"{k} {v:.0f}" for k, v in op["incoming"].items())
-            requests = ", ".join(f"{k} {v:.0f}" for k, v in op.get("requests", {}).items())
-            lines.append(
-                f"| {op['op']} | {op['seconds']:.2f} | {op['cpu_seconds']:.2f} | {attempts} | {moves} | {requests} |"
-            )
+            counts = " | ".join(_counts_cell(op.get(key, {})) for key in ("attempts", "incoming", "requests"))
+            lines.append(f"| {op['op']} | {op['seconds']:.2f} | {op['cpu_seconds']:.2f} | {counts} |")
         lines.append("")
     return "\n".join(lines)
 

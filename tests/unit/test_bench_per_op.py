@@ -39,6 +39,14 @@ def test_counter_values_key_by_the_chosen_labels_and_sum_the_rest() -> None:
     assert report.counter_values(KUBE_STYLE, "scheduler_pending_pods", ("queue",)) == {}
 
 
+def test_counters_read_several_counters_from_one_parse() -> None:
+    wanted = {"scheduler_schedule_attempts": ("result",), "scheduler_queue_incoming_pods": ("queue", "event")}
+    assert report.counters(KUBE_STYLE, wanted) == {
+        name: report.counter_values(KUBE_STYLE, name, labels) for name, labels in wanted.items()
+    }
+    assert report.counters(KUBE_STYLE, {"rest_client_requests": ("method", "code")}) == {"rest_client_requests": {}}
+
+
 def test_counter_deltas_keep_only_series_that_moved() -> None:
     before = {"a": 1.0, "b": 2.0}
     after = {"a": 1.0, "b": 5.0, "c": 2.0}

@@ -11,13 +11,21 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from plugins.defaultpreemption import DefaultPreemption
+from plugins.registry import in_tree_registry
+from scheduler.api.fake import FakeApiClient
 from scheduler.cache import Cache, Snapshot
+from scheduler.config import default_config
+from scheduler.framework.runtime import FrameworkHandle, Wiring
+from scheduler.framework.types import Code, CycleState, NodeToStatus, Status
 from scheduler.model.objects import Node, Pod
+from scheduler.profile import build_profiles
 from tests.unit.test_preemption import running, with_removal
 from tests.unit.test_schedule_one import raw_node, raw_pod, run_queue
 
 NODES = ("n1", "n2", "n3")
 PRIORITIES = st.integers(-3, 3)
+PROFILE = "secondary-scheduler"
 
 
 def pod(uid: str, node: str, priority: int) -> Pod:
@@ -89,34 +97,47 @@ def test_a_standalone_snapshot_never_claims_to_know() -> None:
     assert Snapshot.from_node_infos([]).may_hold_pod_below(-(2**31))
 
 
-async def test_among_peers_the_shortcut_gives_the_dry_runs_verdict_and_message() -> None:
-    """Two full nodes of priority-0 pods: a priority-0 preemptor finds no victims (the shortcut), a
-    priority-1 one walks the nodes (the dry run) and preempts; with the snapshot made to not know its
-    lowest priority, the priority-0 preemptor gets the same message from the dry run itself."""
-    messages = []
-    for shortcut in (True, False):
-        sched, inf, client = with_removal("delete")
-        for name in ("n1", "n2"):
-            inf.on_node("ADDED", raw_node(name, cpu="2"))
-            inf.on_pod("ADDED", running(f"peer-{name}", name, "2", 0))
-        sched.cache.update_snapshot(sched.snapshot)
-        assert sched.snapshot.may_hold_pod_below(0) is False
-        assert sched.snapshot.may_hold_pod_below(1) is True
-        if not shortcut:
-            sched.snapshot.lowest_pod_priority_known = False
-            sched.cache._priorities_changed = False  # keep it unknown across the cycle's snapshot update
-        inf.on_pod("ADDED", raw_pod("peer", cpu="2", priority=0))
-        await run_queue(sched)
-        assert client.deleted == [] and client.nominations == {}
-        messages.append(client.conditions["ns/peer"]["message"])
-    assert (
-        messages[0]
-        == messages[1]
-        == (
-            "0/2 nodes are available: 2 Insufficient cpu. "
-            "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
-        )
+def post_filter_over(snap: Snapshot, preemptor: Pod) -> tuple[str | None, Code, str]:
+    """DefaultPreemption's PostFilter for `preemptor` over `snap`, every node having failed Filter
+    with Insufficient cpu, as the scheduling cycle calls it."""
+    handle = FrameworkHandle(FakeApiClient(), snap)
+    handle.wire(Wiring.standalone(snap))
+    fw = build_profiles(default_config(PROFILE), in_tree_registry(), handle)[PROFILE]
+    plugin = next(p for p in fw.post_filter_plugins if isinstance(p, DefaultPreemption))
+    infos = list(snap.node_info_map.values())
+    state = CycleState()
+    assert fw.run_pre_filter(state, preemptor, infos)[1] is None
+    failed = {info.name: Status.unschedulable("Insufficient cpu") for info in infos}
+    nominated, status = plugin.post_filter(
+        state, preemptor, NodeToStatus(failed, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
     )
+    assert status is not None
+    return nominated, status.code, status.message
+
+
+def test_among_peers_the_shortcut_gives_the_dry_runs_verdict_and_message() -> None:
+    """Two full nodes of priority-0 pods, a priority-0 preemptor: over the cache's snapshot (which
+    knows no node holds a lower-priority pod: the shortcut) and over the same NodeInfos as a
+    standalone snapshot (which never claims to know: the dry run over every node) PostFilter gives
+    the same verdict and message."""
+    cache = Cache()
+    for name in ("n1", "n2"):
+        cache.add_or_update_node(Node.from_raw(raw_node(name, cpu="2")))
+        cache.add_pod(Pod.from_raw(running(f"peer-{name}", name, "2", 0)))
+    known = Snapshot()
+    cache.update_snapshot(known)
+    standalone = Snapshot.from_node_infos([info.clone() for info in known.node_info_map.values()])
+    assert known.may_hold_pod_below(0) is False and standalone.may_hold_pod_below(0) is True
+    preemptor = Pod.from_raw(raw_pod("peer", cpu="2", scheduler=PROFILE, priority=0))
+    expected = (
+        "",
+        Code.UNSCHEDULABLE,
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+    )
+    assert post_filter_over(known, preemptor) == post_filter_over(standalone, preemptor) == expected
+
+
+async def test_a_higher_priority_preemptor_still_preempts_among_peers() -> None:
     sched, inf, client = with_removal("delete")
     for name in ("n1", "n2"):
         inf.on_node("ADDED", raw_node(name, cpu="2"))
