@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import datetime
 import json
+import math
 import os
 import random
 import shutil
@@ -166,6 +167,31 @@ def _duration_seconds(raw: Any) -> float:
         if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
             return float(text[: -len(suffix)]) * factor
     raise UpstreamError(f"cannot read duration {raw!r}")
+
+
+def tick_at(now: float, due: float, period: float) -> tuple[float, float]:
+    """Go's time.Ticker as its receiver meets it, which is how scheduler_perf paces updateAny,
+    deletePods and churn: a receiver arriving at `now` takes the tick that fired while it was busy at
+    once (the ticker keeps one and drops the rest), else waits for the next one, `due`. Returns when
+    it gets the tick and when the one after it is due. The work done between ticks does not stretch
+    the period, as a sleep before each step would."""
+    if due > now:
+        return due, due + period
+    return now, due + period * (math.floor((now - due) / period) + 1)
+
+
+class Ticker:
+    """tick_at on the event loop's clock; the first tick is one period after the ticker is made."""
+
+    def __init__(self, per_second: float) -> None:
+        self.period = 1 / per_second
+        self._due = asyncio.get_running_loop().time() + self.period
+
+    async def tick(self) -> None:
+        now = asyncio.get_running_loop().time()
+        fires, self._due = tick_at(now, self._due, self.period)
+        if fires > now:
+            await asyncio.sleep(fires - now)
 
 
 def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str] | None) -> bool:
@@ -643,9 +669,10 @@ class Executor:
         """updateAny: each rendered object PUT as it is (no resourceVersion: an unconditional
         update), then its status, at updatePerSecond when set — as scheduler_perf's update.go."""
         per_second = int(op.get("updatePerSecond") or 0)
+        ticker = Ticker(per_second) if per_second else None
         for targets, obj in self.update_requests(op):
-            if per_second:
-                await asyncio.sleep(1 / per_second)
+            if ticker is not None:
+                await ticker.tick()
             for target in targets:
                 status, body = await self.api.request("PUT", target + "?fieldValidation=Strict", obj)
                 if status != 200:
@@ -688,8 +715,9 @@ class Executor:
         async def churn() -> None:
             slots: list[list[str]] = [[""] * max(number, 1) for _ in manifests]
             tick = 0
+            ticker = Ticker(1 / interval)
             while recreate or number == 0 or tick < number:
-                await asyncio.sleep(interval)
+                await ticker.tick()
                 for i, manifest in enumerate(manifests):
                     path = self.path_of(manifest, namespace)
                     slot = tick % max(number, 1)
@@ -716,8 +744,9 @@ class Executor:
                 await self.api.request("DELETE", f"{path}?labelSelector={query}" if query else path)
                 return
             status, body = await self.api.request("GET", f"{path}?labelSelector={query}" if query else path)
+            ticker = Ticker(per_second)
             for item in (body or {}).get("items") or () if status == 200 else ():
-                await asyncio.sleep(1 / per_second)
+                await ticker.tick()
                 await self.api.request("DELETE", f"{path}/{item['metadata']['name']}")
 
         if op.get("skipWaitToCompletion"):
