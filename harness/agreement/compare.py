@@ -140,7 +140,7 @@ class GroupObservation:
         return f"{self.verdict}{f' [{nodes}]' if nodes else ''}; {conditions}"
 
 
-QUEUE_RACE_ATTEMPTS = 5  # runs of a scenario on kube-scheduler's side while its queue races (run.play_again)
+QUEUE_RACE_ATTEMPTS = 8  # runs of a scenario on kube-scheduler's side while its queue races (run.play_again)
 
 
 @dataclass
