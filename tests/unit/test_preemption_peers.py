@@ -11,21 +11,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugins.defaultpreemption import DefaultPreemption
-from plugins.registry import in_tree_registry
-from scheduler.api.fake import FakeApiClient
 from scheduler.cache import Cache, Snapshot
-from scheduler.config import default_config
-from scheduler.framework.runtime import FrameworkHandle, Wiring
-from scheduler.framework.types import Code, CycleState, NodeToStatus, Status
+from scheduler.framework.types import Code, NodeToStatus, Status
 from scheduler.model.objects import Node, Pod
-from scheduler.profile import build_profiles
+from tests.unit.plugins.test_defaultpreemption import PROFILE, framework_over, prefiltered
 from tests.unit.test_preemption import running, with_removal
 from tests.unit.test_schedule_one import raw_node, raw_pod, run_queue
 
 NODES = ("n1", "n2", "n3")
 PRIORITIES = st.integers(-3, 3)
-PROFILE = "secondary-scheduler"
 
 
 def pod(uid: str, node: str, priority: int) -> Pod:
@@ -100,13 +94,9 @@ def test_a_standalone_snapshot_never_claims_to_know() -> None:
 def post_filter_over(snap: Snapshot, preemptor: Pod) -> tuple[str | None, Code, str]:
     """DefaultPreemption's PostFilter for `preemptor` over `snap`, every node having failed Filter
     with Insufficient cpu, as the scheduling cycle calls it."""
-    handle = FrameworkHandle(FakeApiClient(), snap)
-    handle.wire(Wiring.standalone(snap))
-    fw = build_profiles(default_config(PROFILE), in_tree_registry(), handle)[PROFILE]
-    plugin = next(p for p in fw.post_filter_plugins if isinstance(p, DefaultPreemption))
+    fw, plugin = framework_over(snap)
     infos = list(snap.node_info_map.values())
-    state = CycleState()
-    assert fw.run_pre_filter(state, preemptor, infos)[1] is None
+    state = prefiltered(fw, preemptor, infos)
     failed = {info.name: Status.unschedulable("Insufficient cpu") for info in infos}
     nominated, status = plugin.post_filter(
         state, preemptor, NodeToStatus(failed, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))

@@ -36,7 +36,11 @@ PROFILE = "secondary-scheduler"
 
 
 def framework(infos: Sequence[NodeInfo]) -> tuple[Framework, DefaultPreemption]:
-    snap = snapshot(*infos)
+    return framework_over(snapshot(*infos))
+
+
+def framework_over(snap: Snapshot) -> tuple[Framework, DefaultPreemption]:
+    """The default profile and its DefaultPreemption over `snap` (a standalone one, or a cache's)."""
     handle = FrameworkHandle(FakeApiClient(), snap)
     handle.wire(Wiring.standalone(snap))
     fw = build_profiles(default_config(PROFILE), _registry(), handle)[PROFILE]
